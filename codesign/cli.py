@@ -1,0 +1,260 @@
+"""Command line: thin commands, each calling one library function (DESIGN.md §6).
+
+Every command takes ``--json``. Bad input prints a message naming file, key and value and exits
+with code 2 (no traceback).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from codesign.errors import InputError
+from codesign.schema import load_toml
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Provably optimal hardware/schedule co-design for distributed LLM inference.",
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+
+def handles_errors(fn):
+    """Turn InputError into a clear message and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def fmt(x: Any) -> str:
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return str(x)
+        if x == 0:
+            return "0"
+        a = abs(x)
+        if a >= 1e6 or a < 1e-3:
+            return f"{x:.4g}"
+        return f"{x:,.4f}".rstrip("0").rstrip(".")
+    return str(x)
+
+
+# --- instances / show ---------------------------------------------------------------------------
+@app.command("instances")
+@handles_errors
+def instances_cmd(as_json: JsonOpt = False) -> None:
+    """List the named instances with their design-space sizes."""
+    from codesign.instance import list_instances, load_instance
+    from codesign.space import space_size
+
+    rows = []
+    for name in list_instances():
+        inst = load_instance(name)
+        rows.append({
+            "name": name,
+            "workloads": [w.workload for w in inst.workloads],
+            "objective": inst.objective.metric,
+            "decisions": len(inst.decisions),
+            "space_size": space_size(inst),
+            "description": inst.spec.description,
+        })
+    if as_json:
+        _emit_json(rows)
+        return
+    t = Table(title="named instances")
+    for col in ("name", "workload(s)", "objective", "decisions", "space size"):
+        t.add_column(col, justify="right" if col in ("decisions", "space size") else "left")
+    for r in rows:
+        t.add_row(r["name"], ", ".join(r["workloads"]), r["objective"], str(r["decisions"]), f"{r['space_size']:.3e}")
+    out.print(t)
+
+
+@app.command("show")
+@handles_errors
+def show_cmd(name: Annotated[str, typer.Argument(help="named instance or path to a .toml")], as_json: JsonOpt = False) -> None:
+    """Show an instance: decisions and domains, budgets, objective, baseline and lints."""
+    from codesign.instance import load_instance
+    from codesign.lints import lint
+    from codesign.space import space_size
+
+    inst = load_instance(name)
+    lints = lint(inst)
+    data = {
+        "name": inst.name,
+        "description": inst.spec.description,
+        "provenance": inst.spec.provenance,
+        "source": str(inst.source),
+        "content_hash": inst.content_hash,
+        "workloads": [w.model_dump() for w in inst.workloads],
+        "system": inst.system.model_dump(),
+        "hardware": {"family": inst.hardware.family, "chip": inst.hardware.chip, "stack": inst.hardware.stack},
+        "decisions": [{"name": d.name, "domain": list(d.domain)} for d in inst.decisions],
+        "space_size": space_size(inst),
+        "budgets": inst.budgets.model_dump(exclude_none=True),
+        "objective": {"metric": inst.objective.metric, "sense": inst.objective.resolved_sense},
+        "baseline": inst.baseline(),
+        "baseline_description": inst.spec.baseline_description,
+        "lints": [x.as_dict() for x in lints],
+    }
+    if as_json:
+        _emit_json(data)
+        return
+    out.print(f"[bold]{inst.name}[/]: {inst.spec.description}")
+    if inst.spec.provenance:
+        out.print(f"[dim]{inst.spec.provenance}[/]")
+    out.print(f"objective: {data['objective']['sense']} {inst.objective.metric}    space: {data['space_size']:.4e} points")
+    t = Table(title="decisions")
+    t.add_column("decision")
+    t.add_column("domain")
+    t.add_column("baseline", justify="right")
+    base = data["baseline"]
+    for d in inst.decisions:
+        t.add_row(d.name, ", ".join(map(str, d.domain)), str(base[d.name]))
+    out.print(t)
+    if data["budgets"]:
+        out.print("budgets: " + ", ".join(f"{k} <= {fmt(v)}" for k, v in data["budgets"].items()))
+    _print_lints(lints)
+
+
+def _print_lints(lints) -> None:
+    for x in lints:
+        color = "red" if x.severity == "error" else "yellow"
+        out.print(f"[{color}]lint {x.severity} {x.code}[/]: {x.message}", highlight=False)
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+def read_design_file(path: Path) -> dict[str, Any]:
+    """A design file is JSON or TOML mapping decision names to values (a solution file's
+    ``design`` object also works)."""
+    if not path.exists():
+        raise InputError("design file not found", file=path)
+    if path.suffix == ".toml":
+        data = load_toml(path)
+    else:
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc}", file=path) from None
+    if not isinstance(data, dict):
+        raise InputError("a design file maps decision names to values", file=path, value=type(data).__name__)
+    if "design" in data and isinstance(data["design"], dict):
+        data = data["design"]
+    return data
+
+
+def parse_sets(sets: list[str]) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    for s in sets:
+        if "=" not in s:
+            raise InputError("--set takes key=value", value=s, expected="e.g. --set tp=8")
+        k, v = s.split("=", 1)
+        d[k.strip()] = v.strip()
+    return d
+
+
+@app.command("evaluate")
+@handles_errors
+def evaluate_cmd(
+    name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
+    design: Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")] = None,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate a design with the analytical model (default: the instance's baseline)."""
+    from codesign.instance import load_instance, parse_design
+    from codesign.lints import lint
+    from codesign.model.evaluate import evaluate
+
+    inst = load_instance(name)
+    given: dict[str, Any] = {}
+    source = "--set"
+    if design is not None:
+        given.update(read_design_file(design))
+        source = str(design)
+    given.update(parse_sets(sets or []))
+    full = parse_design(inst, given, source=source)
+    ev = evaluate(inst, full)
+    lints = lint(inst)
+    if as_json:
+        d = ev.as_dict()
+        d["instance"] = inst.name
+        d["objective_metric"] = inst.objective.metric
+        d["sense"] = inst.objective.resolved_sense
+        d["lints"] = [x.as_dict() for x in lints]
+        _emit_json(d)
+        return
+    print_evaluation(inst, ev)
+    _print_lints(lints)
+
+
+def print_evaluation(inst, ev) -> None:
+    t = Table(title=f"{inst.name}: design")
+    t.add_column("decision")
+    t.add_column("value", justify="right")
+    for k, v in ev.design.items():
+        t.add_row(k, str(v))
+    out.print(t)
+    m = Table(title="metrics")
+    m.add_column("metric")
+    m.add_column("value", justify="right")
+    for k, v in ev.metrics.items():
+        m.add_row(k, fmt(v))
+    if len(inst.workloads) > 1:
+        for w, vals in ev.workload_metrics.items():
+            for k, v in vals.items():
+                m.add_row(f"{w}.{k}", fmt(v))
+    out.print(m)
+    a = Table(title="constraints")
+    for col in ("constraint", "value", "limit", "slack", "ok"):
+        a.add_column(col, justify="left" if col == "constraint" else "right")
+    for x in ev.audit:
+        a.add_row(x.name, fmt(x.value), fmt(x.limit), fmt(x.slack), "[green]yes[/]" if x.ok else "[red]NO[/]")
+    out.print(a)
+    for s in ev.structural:
+        out.print(f"[red]infeasible layout[/]: {s}")
+    status = "[green]feasible[/]" if ev.feasible else "[red]infeasible[/]"
+    out.print(f"objective {inst.objective.resolved_sense} {inst.objective.metric} = {fmt(ev.objective)}  ({status})")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

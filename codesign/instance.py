@@ -1,0 +1,465 @@
+"""Instance files: schema, loading (with ``extends``), catalog look-up, consistency lints.
+
+An instance names one or more workloads (each with its serving scenario and schedule decisions),
+a system (device count, interconnect, optional pooled-memory appliance), the hardware family with
+its hardware decisions, budgets, an objective and a baseline design. Files carry units in key
+names; :func:`load_instance` converts nothing itself: conversions to SI happen once, in the model's
+feature builders, from these named fields.
+
+Decision names: hardware decisions are global (``dram_layers``); schedule decisions belong to a
+workload and are addressed as ``tp`` when the instance has one workload and ``<workload>.tp``
+otherwise. Design files and ``[baseline]`` use the same names.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from codesign.errors import InputError, did_you_mean
+from codesign.paths import instances_dir
+from codesign.schema import Strict, load_toml, validate
+
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+}
+
+#: Schedule decisions (per workload) the model understands, and their value types.
+SCHEDULE_DECISIONS: dict[str, type] = {
+    "tp": int,  # tensor-parallel degree (within a pipeline stage)
+    "pp": int,  # pipeline-parallel degree (stages)
+    "ep": int,  # expert-parallel degree inside the TP group (MoE layers); ep | tp
+    "batch": int,  # sequences in flight per model replica
+    "weights_tier": str,  # "local" | "pooled": where the weights live
+    "kv_tier": str,  # "local" | "pooled": where the KV cache lives
+}
+
+#: Hardware decisions (shared by every workload) per hardware family.
+HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
+    "stacked-3d": {
+        "dram_layers": int,  # DRAM dies stacked on the logic die
+        "tsv_count": int,  # vertical connections between the stack and the logic die
+        "tsv_pitch_um": float,  # pitch of those connections
+        "compute_area_mm2": float,  # logic-die area given to compute (tensor units)
+        "clock_GHz": float,  # compute clock level (sets voltage, power)
+        "sram_MiB": float,  # on-die buffer in front of the DRAM (Little's law)
+    },
+    "catalog": {
+        "chip": str,  # a chip id from the catalog
+        "pool_ports": int,  # appliance ports (modules) each device attaches to
+    },
+}
+
+TIERS = ("local", "pooled")
+
+
+class WorkloadSpec(Strict):
+    """One served workload: model, precisions, scenario, SLOs and its schedule decisions."""
+
+    name: str = "main"
+    workload: str = Field(description="catalog workload id or path to a workload TOML")
+    precision: Precision = "fp8"
+    kv_precision: Precision | None = None
+    phase: Literal["prefill", "decode", "both"] = "decode"
+    input_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    weight: float = Field(default=1.0, gt=0, description="share of this workload in the token mix")
+    tpot_slo_ms: float | None = Field(default=None, gt=0)
+    ttft_slo_ms: float | None = Field(default=None, gt=0)
+    decisions: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("decisions")
+    @classmethod
+    def _known_schedule_decisions(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, dom in v.items():
+            if key not in SCHEDULE_DECISIONS:
+                hint = did_you_mean(key, SCHEDULE_DECISIONS) or ""
+                raise ValueError(
+                    f"unknown schedule decision {key!r}; expected one of "
+                    f"{', '.join(SCHEDULE_DECISIONS)} {hint}".strip()
+                )
+            _check_domain(key, dom, SCHEDULE_DECISIONS[key])
+            if key in ("weights_tier", "kv_tier"):
+                bad = [x for x in dom if x not in TIERS]
+                if bad:
+                    raise ValueError(f"{key}: {bad[0]!r} is not a tier; expected one of {TIERS}")
+        return v
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return BYTES_PER_ELEMENT[self.kv_precision or self.precision]
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return BYTES_PER_ELEMENT[self.precision]
+
+
+def _check_domain(key: str, dom: list[Any], typ: type) -> None:
+    if not isinstance(dom, list) or not dom:
+        raise ValueError(f"{key}: a domain is a non-empty list of values")
+    if len(set(map(repr, dom))) != len(dom):
+        raise ValueError(f"{key}: domain has repeated values")
+    for x in dom:
+        if typ is int and (isinstance(x, bool) or not isinstance(x, int) or x <= 0):
+            raise ValueError(f"{key}: {x!r} is not a positive integer")
+        if typ is float and (isinstance(x, bool) or not isinstance(x, int | float) or x <= 0):
+            raise ValueError(f"{key}: {x!r} is not a positive number")
+        if typ is str and not isinstance(x, str):
+            raise ValueError(f"{key}: {x!r} is not a string")
+
+
+class SystemSpec(Strict):
+    """The system the devices live in: count, topology, links, optional pooled memory."""
+
+    devices: int = Field(gt=0)
+    scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
+    topology: Literal["switch", "ring", "torus-2d", "hierarchical"] = "hierarchical"
+    scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
+    scale_out: str | None = None
+    appliance: str | None = Field(default=None, description="pooled-memory appliance id")
+    appliance_medium: Literal["photonic", "electrical"] = "photonic"
+    pooled_bandwidth_GBps_per_device: float | None = Field(
+        default=None,
+        gt=0,
+        description="assumed pooled-memory bandwidth per device; None = what the ports carry",
+    )
+    ambient_C: float = 45.0
+
+
+class HardwareSpec(Strict):
+    family: Literal["stacked-3d", "catalog"]
+    chip: str | None = Field(default=None, description="catalog chip (family=catalog)")
+    stack: str = Field(default="deepstack-3d", description="3D family parameters (stacked-3d)")
+    decisions: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _decisions_known(self) -> HardwareSpec:
+        known = HARDWARE_DECISIONS[self.family]
+        for key, dom in self.decisions.items():
+            if key not in known:
+                hint = did_you_mean(key, known) or ""
+                raise ValueError(
+                    f"unknown hardware decision {key!r} for family {self.family!r}; expected one "
+                    f"of {', '.join(known)} {hint}".strip()
+                )
+            _check_domain(key, dom, known[key])
+        if self.family == "catalog" and self.chip is None and "chip" not in self.decisions:
+            raise ValueError("family 'catalog' needs `chip` or a `decisions.chip` domain")
+        return self
+
+
+class Objective(Strict):
+    metric: Literal["tokens_per_s", "energy_per_token_J", "tpot_s", "ttft_s"] = "tokens_per_s"
+    sense: Literal["max", "min"] | None = None
+
+    @model_validator(mode="after")
+    def _sense(self) -> Objective:
+        natural = "max" if self.metric == "tokens_per_s" else "min"
+        if self.sense is not None and self.sense != natural:
+            raise ValueError(f"objective {self.metric!r} can only be '{natural}'")
+        return self
+
+    @property
+    def resolved_sense(self) -> str:
+        return "max" if self.metric == "tokens_per_s" else "min"
+
+
+class Budgets(Strict):
+    """Upper limits on named metrics (per device unless prefixed ``system_``)."""
+
+    power_W: float | None = Field(default=None, gt=0)
+    temperature_C: float | None = Field(default=None, gt=0)
+    area_mm2: float | None = Field(default=None, gt=0)
+    system_power_W: float | None = Field(default=None, gt=0)
+    energy_per_token_J: float | None = Field(default=None, gt=0)
+
+
+class InstanceFile(Strict):
+    """The TOML schema of an instance file (after ``extends`` is merged)."""
+
+    name: str
+    description: str
+    provenance: str = ""
+    extends: str | None = None
+    system: SystemSpec
+    hardware: HardwareSpec
+    workloads: list[WorkloadSpec] = Field(min_length=1)
+    budgets: Budgets = Field(default_factory=Budgets)
+    objective: Objective = Field(default_factory=Objective)
+    baseline: dict[str, Any] = Field(default_factory=dict)
+    baseline_description: str = ""
+
+    @model_validator(mode="after")
+    def _unique_workload_names(self) -> InstanceFile:
+        names = [w.name for w in self.workloads]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workload names must be unique, got {names}")
+        return self
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of an instance and its finite domain."""
+
+    name: str  # qualified name used in designs (``tp`` or ``llama.tp``)
+    key: str  # the model's key (``tp``)
+    workload: str | None  # owning workload for schedule decisions, None for hardware
+    domain: tuple[Any, ...]
+
+
+#: Default domains of schedule decisions not listed in a file: a fixed single value.
+SCHEDULE_DEFAULTS: dict[str, Any] = {
+    "tp": 1,
+    "pp": 1,
+    "ep": 1,
+    "batch": 1,
+    "weights_tier": "local",
+    "kv_tier": "local",
+}
+
+
+class Instance:
+    """A validated instance: the file's content plus derived decision lists and a content hash."""
+
+    def __init__(self, spec: InstanceFile, *, source: Path | None, raw: dict[str, Any]):
+        self.spec = spec
+        self.source = source
+        self.raw = raw
+
+    # --- convenient views -------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def workloads(self) -> list[WorkloadSpec]:
+        return self.spec.workloads
+
+    @property
+    def system(self) -> SystemSpec:
+        return self.spec.system
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        return self.spec.hardware
+
+    @property
+    def objective(self) -> Objective:
+        return self.spec.objective
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.spec.budgets
+
+    @cached_property
+    def content_hash(self) -> str:
+        """SHA-256 of the merged, validated content (stable across formatting and `extends`)."""
+        blob = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    def qualify(self, workload: str, key: str) -> str:
+        return key if len(self.workloads) == 1 else f"{workload}.{key}"
+
+    @cached_property
+    def hardware_decisions(self) -> list[Decision]:
+        fam = self.hardware.family
+        out = []
+        for key in HARDWARE_DECISIONS[fam]:
+            if key in self.hardware.decisions:
+                dom = tuple(self.hardware.decisions[key])
+            elif fam == "catalog" and key == "chip":
+                dom = (self.hardware.chip,)
+            elif fam == "catalog" and key == "pool_ports":
+                dom = (1,)
+            else:
+                continue
+            out.append(Decision(key, key, None, dom))
+        return out
+
+    def schedule_decisions(self, workload: str) -> list[Decision]:
+        w = next(x for x in self.workloads if x.name == workload)
+        out = []
+        for key in SCHEDULE_DECISIONS:
+            dom = tuple(w.decisions.get(key, [SCHEDULE_DEFAULTS[key]]))
+            out.append(Decision(self.qualify(workload, key), key, workload, dom))
+        return out
+
+    @cached_property
+    def decisions(self) -> list[Decision]:
+        out = list(self.hardware_decisions)
+        for w in self.workloads:
+            out.extend(self.schedule_decisions(w.name))
+        return out
+
+    @cached_property
+    def decision_index(self) -> dict[str, Decision]:
+        return {d.name: d for d in self.decisions}
+
+    def baseline(self) -> dict[str, Any]:
+        """The baseline design: file's ``[baseline]``; unset decisions take their first value."""
+        design = {d.name: d.domain[0] for d in self.decisions}
+        design.update(flatten_design(self.spec.baseline))
+        return design
+
+
+def flatten_design(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"llama": {"tp": 8}}`` -> ``{"llama.tp": 8}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten_design(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def list_instances() -> list[str]:
+    """Names of the named instances shipped in ``instances/``."""
+    return sorted(p.stem for p in instances_dir().glob("*.toml"))
+
+
+def resolve_instance_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.exists():
+        return p
+    named = instances_dir() / f"{name_or_path}.toml"
+    if named.exists():
+        return named
+    if p.suffix == ".toml" or "/" in name_or_path:
+        raise InputError("instance file not found", file=p)
+    raise InputError(
+        f"unknown instance {name_or_path!r}",
+        expected="a named instance (see `codesign instances`) or a path to a .toml file",
+        suggestion=did_you_mean(name_or_path, list_instances()),
+    )
+
+
+def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    if path in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path))
+        raise InputError(f"`extends` forms a cycle: {chain}", file=path, key="extends")
+    data = load_toml(path)
+    parent = data.get("extends")
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise InputError("`extends` must be an instance name", file=path, key="extends", value=parent)
+    try:
+        parent_path = resolve_instance_path(parent)
+    except InputError as exc:
+        raise InputError(
+            exc.message, file=path, key="extends", value=parent, suggestion=exc.suggestion
+        ) from None
+    base = _load_raw(parent_path, (*seen, path))
+    base.pop("baseline", None) if "baseline" in data else None
+    # Arrays of tables (workloads) replace rather than merge, unless the child gives a table
+    # `workload_overrides` — kept simple: a child that lists workloads replaces them.
+    merged = _deep_merge(base, data)
+    return merged
+
+
+def load_instance(name_or_path: str) -> Instance:
+    """Load, merge (``extends``), validate and cross-check an instance."""
+    path = resolve_instance_path(name_or_path)
+    raw = _load_raw(path)
+    spec = validate(InstanceFile, raw, file=path)
+    inst = Instance(spec, source=path, raw=raw)
+    _check_references(inst, path)
+    return inst
+
+
+def _check_references(inst: Instance, path: Path) -> None:
+    """Catalog ids named by the instance must exist (clear error with a did-you-mean)."""
+    from codesign.model.workload import load_workload
+    from codesign.model.hardware import check_hardware_references
+
+    for i, w in enumerate(inst.workloads):
+        try:
+            load_workload(w.workload)
+        except InputError as exc:
+            raise InputError(
+                exc.message,
+                file=path,
+                key=f"workloads[{i}].workload",
+                value=w.workload,
+                expected=exc.expected,
+                suggestion=exc.suggestion,
+            ) from None
+    check_hardware_references(inst, path)
+
+
+def parse_design(inst: Instance, design: dict[str, Any], *, source: str = "design") -> dict[str, Any]:
+    """Validate a (possibly partial) design against the instance's decisions.
+
+    Missing decisions take the baseline's value; unknown names and values outside a decision's
+    domain are InputErrors naming the key, the value and the domain.
+    """
+    flat = flatten_design(design)
+    full = inst.baseline()
+    for key, value in flat.items():
+        dec = inst.decision_index.get(key)
+        if dec is None:
+            raise InputError(
+                "unknown decision",
+                file=source,
+                key=key,
+                value=value,
+                expected="one of: " + ", ".join(inst.decision_index),
+                suggestion=did_you_mean(key, inst.decision_index),
+            )
+        value = _coerce(value, dec)
+        if value not in dec.domain:
+            raise InputError(
+                "value outside the decision's domain",
+                file=source,
+                key=key,
+                value=value,
+                expected=f"one of {list(dec.domain)}",
+            )
+        full[key] = value
+    return full
+
+
+def _coerce(value: Any, dec: Decision) -> Any:
+    """Convert command-line strings ("8", "2.0") to the domain's type."""
+    if not isinstance(value, str):
+        return value
+    sample = dec.domain[0]
+    try:
+        if isinstance(sample, bool):
+            return value.lower() in ("1", "true", "yes")
+        if isinstance(sample, int):
+            return int(value)
+        if isinstance(sample, float):
+            return float(value)
+    except ValueError:
+        raise InputError(
+            "not a number", key=dec.name, value=value, expected=f"one of {list(dec.domain)}"
+        ) from None
+    return value

@@ -1,0 +1,374 @@
+"""evaluate(instance, design) -> Evaluation: the reference the MIP compiles and the verifier trusts.
+
+Every metric is a *form* over the schedule features of a workload (S) and the hardware features
+(H) (model.md §5):
+
+    metric(S, H) = Σ_k a_k(S)·h_k(H) + Σ_g max_{j in g} a_gj(S)·h_gj(H)
+
+where ``a`` are schedule columns (already scaled by the metric's per-schedule factor, e.g. PP for
+TPOT) and ``h`` hardware columns. A stage step is the max of its compute time, its local-memory
+time and its pooled-memory time (each resource streams concurrently), plus its exposed
+communication and per-layer overheads. Because every term is a product of one schedule quantity
+and one hardware quantity, the MIP represents each exactly on the finite design space.
+
+Constraints are ``form(S, H) <= rhs_hw(H) + rhs``: memory capacity, thermal limit, appliance ports,
+budgets and SLOs, each with a stable name shared with formulations/ and the solver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from codesign.model.hardware import HardwareTable, hardware_table
+from codesign.model.schedule import PHASES, ScheduleTable, schedule_table
+
+if TYPE_CHECKING:
+    from codesign.instance import Instance
+
+
+@dataclass(frozen=True)
+class Product:
+    """One term a(S)·h(H): ``sched`` and ``hw`` name columns (``x*y`` multiplies columns)."""
+
+    name: str
+    sched: str
+    hw: str
+
+
+@dataclass(frozen=True)
+class Form:
+    """Σ linear products + Σ over groups of the max of the group's products."""
+
+    linear: tuple[Product, ...] = ()
+    maxes: tuple[tuple[Product, ...], ...] = ()
+
+    def __add__(self, other: Form) -> Form:
+        return Form(self.linear + other.linear, self.maxes + other.maxes)
+
+    @property
+    def products(self) -> tuple[Product, ...]:
+        return self.linear + tuple(p for g in self.maxes for p in g)
+
+    @property
+    def hardware_only(self) -> bool:
+        return all(p.sched == "one" for p in self.products)
+
+
+def _prod(a: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """a·h with 0·inf = 0 (an unused tier's infinite time per byte costs nothing)."""
+    with np.errstate(invalid="ignore"):
+        out = np.multiply.outer(h, a)
+    return np.where(np.multiply.outer(np.ones_like(h), a) == 0.0, 0.0, out)
+
+
+def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_rows=None, sched_rows=None) -> np.ndarray:
+    """Value of ``form`` for every pair (hardware row, schedule row): shape (H, S)."""
+    hsel = slice(None) if hw_rows is None else hw_rows
+    ssel = slice(None) if sched_rows is None else sched_rows
+
+    def a(p: Product) -> np.ndarray:
+        if sched is None:
+            return np.ones(1)
+        return sched.column(p.sched)[ssel]
+
+    def h(p: Product) -> np.ndarray:
+        return hw.column(p.hw)[hsel]
+
+    total: np.ndarray | float = 0.0
+    for p in form.linear:
+        total = total + _prod(a(p), h(p))
+    for group in form.maxes:
+        total = total + np.maximum.reduce([_prod(a(p), h(p)) for p in group])
+    if isinstance(total, float):
+        n_h = hw.size if hw_rows is None else len(np.atleast_1d(np.arange(hw.size)[hsel]))
+        n_s = 1 if sched is None else (sched.size if sched_rows is None else len(np.atleast_1d(np.arange(sched.size)[ssel])))
+        return np.zeros((n_h, n_s))
+    return total
+
+
+# --- forms of the metrics ---------------------------------------------------------------------
+def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) -> Form:
+    """scale(S) × t_stage(phase): max(compute, local memory, pooled memory) + communication + overhead.
+
+    With ``hw_factor`` every hardware column is multiplied by it (static power × time)."""
+
+    def hw(col: str) -> str:
+        return f"{hw_factor}*{col}" if hw_factor else col
+
+    def s(col: str) -> str:
+        return f"{scale}*{phase}.{col}"
+
+    tag = f"{phase}"
+    streams = (
+        Product(f"{tag}.compute", s("flops"), hw(f"s_per_flop@{prec}")),
+        Product(f"{tag}.memory_local", s("bytes_local"), hw("s_per_B_local")),
+        Product(f"{tag}.memory_pool", s("bytes_pool"), hw("s_per_B_pool")),
+    )
+    linear = (
+        Product(f"{tag}.scale_up_bw", s("bytes_scale_up"), hw("s_per_B_scale_up")),
+        Product(f"{tag}.scale_up_latency", s("steps_scale_up"), hw("s_per_step_scale_up")),
+        Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
+        Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
+        Product(f"{tag}.overhead", s("layers"), hw("s_per_layer")),
+    )
+    return Form(linear, (streams,))
+
+
+def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
+    """scale(S) × dynamic energy of one stage step: FLOPs, local and pooled bytes, link bytes."""
+
+    def s(col: str) -> str:
+        return f"{scale}*{phase}.{col}"
+
+    return Form(
+        (
+            Product(f"{phase}.energy_compute", s("flops"), f"J_per_flop@{prec}"),
+            Product(f"{phase}.energy_dram", s("bytes_local"), "J_per_B_local"),
+            Product(f"{phase}.energy_pool", s("bytes_pool"), "J_per_B_pool"),
+            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_out", s("bytes_scale_out"), "J_per_B_scale_out"),
+        )
+    )
+
+
+WORKLOAD_METRICS = ("time_per_token_s", "tpot_s", "ttft_s", "energy_per_token_J", "memory_local_B", "memory_pool_B")
+
+
+def workload_forms(sched: ScheduleTable, prec: str) -> dict[str, Form]:
+    """The forms of the per-workload metrics, built from the scale columns the schedule has."""
+    forms: dict[str, Form] = {}
+    cols = sched.features
+    forms["tpot_s"] = stage_form("decode", prec, "scale.tpot_s|decode")
+    forms["ttft_s"] = stage_form("prefill", prec, "scale.ttft_s|prefill")
+    tpt = Form()
+    energy = Form()
+    for phase in PHASES:
+        key = f"scale.time_per_token_s|{phase}"
+        if key in cols:
+            tpt = tpt + stage_form(phase, prec, key)
+            ekey = f"scale.energy_per_token_J|{phase}"
+            energy = energy + dynamic_energy_form(phase, prec, ekey) + stage_form(phase, prec, ekey, "static_W")
+    forms["time_per_token_s"] = tpt
+    forms["energy_per_token_J"] = energy
+    forms["memory_local_B"] = Form((Product("memory_local", "memory_local_B", "one"),))
+    forms["memory_pool_B"] = Form((Product("memory_pool", "memory_pool_B", "one"),))
+    return forms
+
+
+HW_METRICS = {
+    "power_W": "power_W",
+    "temperature_C": "temperature_C",
+    "area_mm2": "area_mm2",
+}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """form(S, H) <= rhs_hw(H) + rhs, with a stable hierarchical name."""
+
+    name: str
+    family: Literal["physical", "budget", "slo"]
+    workload: str | None
+    form: Form
+    rhs: float = 0.0
+    rhs_hw: str | None = None
+    unit: str = ""
+
+
+def hw_form(col: str) -> Form:
+    return Form((Product(col, "one", col),))
+
+
+def constraints(inst: Instance, hw: HardwareTable, scheds: dict[str, ScheduleTable]) -> list[Constraint]:
+    """Every constraint of the instance in a fixed order (physical, SLO, budgets)."""
+    out: list[Constraint] = []
+    if inst.hardware.family == "stacked-3d":
+        out.append(Constraint("thermal-junction-upper", "physical", None, hw_form("temperature_C"), rhs_hw="junction_max_C", unit="C"))
+    if inst.system.appliance:
+        out.append(Constraint("appliance-ports-upper", "physical", None, hw_form("pool_ports_used"), rhs_hw="pool_ports_available", unit="ports"))
+    for w in inst.workloads:
+        forms = workload_forms(scheds[w.name], w.precision)
+        q = f"[{w.name}]"
+        out.append(Constraint(f"memory-capacity-local{q}", "physical", w.name, forms["memory_local_B"], rhs_hw="capacity_B", unit="B"))
+        if inst.system.appliance:
+            out.append(Constraint(f"memory-capacity-pool{q}", "physical", w.name, forms["memory_pool_B"], rhs_hw="pool_capacity_B", unit="B"))
+        if w.tpot_slo_ms is not None:
+            out.append(Constraint(f"slo-tpot{q}", "slo", w.name, forms["tpot_s"], rhs=w.tpot_slo_ms * 1e-3, unit="s"))
+        if w.ttft_slo_ms is not None:
+            out.append(Constraint(f"slo-ttft{q}", "slo", w.name, forms["ttft_s"], rhs=w.ttft_slo_ms * 1e-3, unit="s"))
+        if inst.budgets.energy_per_token_J is not None:
+            out.append(Constraint(f"budget-energy-per-token{q}", "budget", w.name, forms["energy_per_token_J"], rhs=inst.budgets.energy_per_token_J, unit="J"))
+    b = inst.budgets
+    if b.power_W is not None:
+        out.append(Constraint("budget-power", "budget", None, hw_form("power_W"), rhs=b.power_W, unit="W"))
+    if b.temperature_C is not None:
+        out.append(Constraint("budget-temperature", "budget", None, hw_form("temperature_C"), rhs=b.temperature_C, unit="C"))
+    if b.area_mm2 is not None:
+        out.append(Constraint("budget-area", "budget", None, hw_form("area_mm2"), rhs=b.area_mm2, unit="mm2"))
+    if b.system_power_W is not None:
+        out.append(Constraint("budget-system-power", "budget", None, Form((Product("system_power", "one", "power_W"),)), rhs=b.system_power_W / inst.system.devices, unit="W per device"))
+    return out
+
+
+# --- objective --------------------------------------------------------------------------------
+OBJECTIVE_METRIC = {
+    "tokens_per_s": "time_per_token_s",
+    "energy_per_token_J": "energy_per_token_J",
+    "tpot_s": "tpot_s",
+    "ttft_s": "ttft_s",
+}
+
+
+def objective_terms(inst: Instance) -> list[tuple[str, str, float]]:
+    """(workload, metric, weight): the solver minimises Σ weight × metric."""
+    m = OBJECTIVE_METRIC[inst.objective.metric]
+    return [(w.name, m, w.weight) for w in inst.workloads]
+
+
+def objective_from_internal(inst: Instance, internal: float) -> float:
+    """Σ weight × metric -> the user's objective (mix tokens/s, or weighted mean)."""
+    total_w = sum(w.weight for w in inst.workloads)
+    if inst.objective.metric == "tokens_per_s":
+        return total_w / internal if internal > 0 else float("inf")
+    return internal / total_w
+
+
+def internal_from_objective(inst: Instance, value: float) -> float:
+    total_w = sum(w.weight for w in inst.workloads)
+    if inst.objective.metric == "tokens_per_s":
+        return total_w / value if value > 0 else float("inf")
+    return value * total_w
+
+
+# --- evaluation of one design -----------------------------------------------------------------
+@dataclass
+class Audit:
+    name: str
+    family: str
+    value: float
+    limit: float
+    unit: str
+
+    @property
+    def slack(self) -> float:
+        return self.limit - self.value
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.value <= self.limit * (1 + 1e-9) + 1e-12)
+
+
+@dataclass
+class Evaluation:
+    design: dict[str, Any]
+    metrics: dict[str, float]
+    workload_metrics: dict[str, dict[str, float]]
+    audit: list[Audit]
+    objective: float
+    internal_objective: float
+    feasible: bool
+    structural: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "design": self.design,
+            "objective": self.objective,
+            "feasible": self.feasible,
+            "metrics": self.metrics,
+            "workloads": self.workload_metrics,
+            "audit": [
+                {"name": a.name, "family": a.family, "value": a.value, "limit": a.limit, "slack": a.slack, "ok": a.ok, "unit": a.unit}
+                for a in self.audit
+            ],
+            "structural": self.structural,
+        }
+
+
+def _single(inst: Instance, design: dict[str, Any]) -> tuple[HardwareTable, dict[str, ScheduleTable], list[str]]:
+    hw_designs = {d.name: np.array([design[d.name]], dtype=object if isinstance(design[d.name], str) else None) for d in inst.hardware_decisions}
+    hw = hardware_table(inst, hw_designs)
+    scheds: dict[str, ScheduleTable] = {}
+    problems: list[str] = []
+    from codesign.model.schedule import structural_reason
+    from codesign.model.workload import load_workload
+
+    for w in inst.workloads:
+        decs = inst.schedule_decisions(w.name)
+        s = {d.key: design[d.name] for d in decs}
+        why = structural_reason(load_workload(w.workload), w, inst.system.devices, inst.system.appliance is not None, s)
+        if why:
+            problems.append(f"{w.name}: {why}" if len(inst.workloads) > 1 else why)
+        arrs = {d.key: np.array([design[d.name]], dtype=object if isinstance(design[d.name], str) else None) for d in decs}
+        scheds[w.name] = schedule_table(inst, w.name, arrs)
+    return hw, scheds, problems
+
+
+def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
+    """Evaluate one full design (every decision set) with the analytical model."""
+    hw, scheds, problems = _single(inst, design)
+    row = hw.row(0)
+    metrics: dict[str, float] = {}
+    per_w: dict[str, dict[str, float]] = {}
+    for w in inst.workloads:
+        st = scheds[w.name]
+        forms = workload_forms(st, w.precision)
+        m = {name: float(eval_form(forms[name], hw, st)[0, 0]) for name in WORKLOAD_METRICS}
+        m["tokens_per_s"] = 1.0 / m["time_per_token_s"] if m["time_per_token_s"] > 0 else float("inf")
+        m["tokens_per_s_per_device"] = m["tokens_per_s"] / inst.system.devices
+        # breakdown of one decode / prefill stage step (unscaled)
+        for phase in PHASES:
+            f = stage_form(phase, w.precision, "one")
+            for p in f.products:
+                m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
+            m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
+            flops = st.features[f"{phase}.model_flops"][0]
+            peak = row[f"peak_flops@{w.precision}"] * inst.system.devices / st.features["dp"][0] / st.features["pp"][0]
+            m[f"{phase}_mfu"] = flops / (m[f"{phase}_step_s"] * st.features["pp"][0] * peak) if peak > 0 else 0.0
+        ekey = [k for k in st.features if k.startswith("scale.energy_per_token_J|")]
+        split = {"compute": 0.0, "dram": 0.0, "pool": 0.0, "scale_up": 0.0, "scale_out": 0.0}
+        for k in ekey:
+            phase = k.split("|")[1]
+            for p in dynamic_energy_form(phase, w.precision, k).linear:
+                split[p.name.split("energy_")[1]] += float(eval_form(Form((p,)), hw, st)[0, 0])
+        for k, v in split.items():
+            m[f"energy_per_token_{k}_J"] = v
+        m["energy_per_token_static_J"] = m["energy_per_token_J"] - sum(split.values())
+        for key in ("tp", "pp", "dp", "batch"):
+            m[key] = float(st.features[key][0])
+        m["weights_per_device_B"] = float(st.features["weights_per_device_B"][0])
+        m["kv_per_device_B"] = float(st.features["kv_per_device_B"][0])
+        per_w[w.name] = m
+
+    for name, col in HW_METRICS.items():
+        metrics[name] = row[col]
+    metrics["system_power_W"] = row["power_W"] * inst.system.devices
+    for key in ("bandwidth_Bps", "capacity_B", "raw_capacity_B", "static_W", "pool_bandwidth_Bps"):
+        if key in row:
+            metrics[key] = row[key]
+    for key, val in row.items():
+        if key.startswith(("bw_", "power_", "peak_flops@")):
+            metrics[key] = val
+    internal = sum(wt * per_w[w][m] for w, m, wt in objective_terms(inst))
+    objective = objective_from_internal(inst, internal)
+    # the mix over workloads
+    total_w = sum(w.weight for w in inst.workloads)
+    metrics["tokens_per_s"] = total_w / sum(w.weight * per_w[w.name]["time_per_token_s"] for w in inst.workloads)
+    metrics["energy_per_token_J"] = sum(w.weight * per_w[w.name]["energy_per_token_J"] for w in inst.workloads) / total_w
+    if len(inst.workloads) == 1:
+        only = per_w[inst.workloads[0].name]
+        for k, v in only.items():
+            metrics.setdefault(k, v)
+
+    audit = []
+    for c in constraints(inst, hw, scheds):
+        st = scheds[c.workload] if c.workload else None
+        value = float(eval_form(c.form, hw, st)[0, 0])
+        limit = c.rhs + (row[c.rhs_hw] if c.rhs_hw else 0.0)
+        if c.name == "budget-system-power":
+            value, limit = value * inst.system.devices, limit * inst.system.devices
+        audit.append(Audit(c.name, c.family, value, limit, c.unit))
+    feasible = not problems and all(a.ok for a in audit) and np.isfinite(internal)
+    return Evaluation(design, metrics, per_w, audit, objective, internal, feasible, problems)

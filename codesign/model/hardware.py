@@ -1,0 +1,440 @@
+"""Hardware features: every per-device rate, energy, capacity, power, temperature and area of each
+hardware design of an instance, as one table over the enumerated hardware space (model.md §3).
+
+A *hardware design* fixes every hardware decision (for the 3D family: DRAM layers, vertical
+connections, their pitch, compute area, clock and buffer; for catalog chips: the chip and its
+appliance ports). Its *features* are the quantities the latency/energy model combines with the
+schedule's features (``codesign.model.evaluate``). Features are in SI: s per FLOP, s per byte,
+J per FLOP, J per byte, W, B, C, mm².
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import Field
+
+from codesign.errors import InputError, did_you_mean
+from codesign.model import compute, memory, network, thermal
+from codesign.paths import catalog_dir, instances_dir
+from codesign.schema import Strict, load_toml, validate
+
+if TYPE_CHECKING:
+    from codesign.instance import Instance
+
+GBps = 1e9
+GiB = 2.0**30
+MiB = 2.0**20
+NANO = 1e-9
+MICRO = 1e-6
+PICO = 1e-12
+TB = 1e12
+TBPS_TO_BPS = 1e12 / 8.0
+
+#: precision -> fallbacks when a chip has no native throughput at that precision
+#: (weights are up-converted and the math runs at the next wider supported format).
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp4", "fp8", "bf16", "fp16"),
+    "fp8": ("fp8", "bf16", "fp16"),
+    "int8": ("int8", "fp8", "bf16", "fp16"),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "tf32": ("tf32", "bf16"),
+    "fp32": ("fp32", "tf32"),
+}
+
+
+# --- 3D family parameters ---------------------------------------------------------------------
+class StackCompute(Strict):
+    reference_clock_GHz: float = Field(gt=0)
+    dense_TFLOPS_per_mm2: dict[str, float]
+    energy_pJ_per_FLOP: dict[str, float]
+    vf_curve_GHz: list[float]
+    vf_curve_V: list[float]
+    static_W_per_mm2: float = Field(ge=0)
+    fixed_logic_area_mm2: float = Field(ge=0)
+    logic_bandwidth_GBps_per_mm2: float = Field(gt=0)
+
+
+class StackSram(Strict):
+    density_MiB_per_mm2: float = Field(gt=0)
+
+
+class StackDram(Strict):
+    capacity_GiB_per_mm2: float = Field(gt=0)
+    banks_per_mm2: float = Field(gt=0)
+    bytes_per_activation: float = Field(gt=0)
+    tRC_ns: float = Field(gt=0)
+    max_active_bank_fraction: float = Field(gt=0, le=1)
+    array_energy_pJ_per_bit: float = Field(ge=0)
+    per_layer_energy_pJ_per_bit: float = Field(ge=0)
+    static_W_per_layer: float = Field(ge=0)
+    base_latency_ns: float = Field(gt=0)
+    per_layer_latency_ns: float = Field(ge=0)
+
+
+class StackVertical(Strict):
+    rate_Gbps: float = Field(gt=0)
+    reference_pitch_um: float = Field(gt=0)
+    energy_pJ_per_bit_at_reference: float = Field(ge=0)
+    keep_out_factor: float = Field(ge=1)
+
+
+class StackThermal(Strict):
+    r0_C_per_W: float = Field(gt=0)
+    r_per_layer_C_per_W: float = Field(ge=0)
+    dram_junction_max_C: float
+
+
+class StackLink(Strict):
+    bandwidth_GBps_per_direction: float = Field(gt=0)
+    latency_ns: float = Field(ge=0)
+    energy_pJ_per_bit: float = Field(ge=0)
+    scale_out_bandwidth_GBps_per_direction: float = Field(gt=0)
+    scale_out_latency_ns: float = Field(ge=0)
+    scale_out_energy_pJ_per_bit: float = Field(ge=0)
+    io_power_W: float = Field(ge=0)
+
+
+class StackFamily(Strict):
+    id: str
+    name: str
+    source: list[str]
+    compute: StackCompute
+    sram: StackSram
+    dram: StackDram
+    vertical: StackVertical
+    thermal: StackThermal
+    link: StackLink
+
+
+@cache
+def load_family(family_id: str) -> StackFamily:
+    path = catalog_dir("families") / f"{family_id}.toml"
+    if not path.exists():
+        ids = sorted(p.stem for p in catalog_dir("families").glob("*.toml"))
+        raise InputError(
+            f"unknown 3D family {family_id!r}", expected=f"one of {ids}", suggestion=did_you_mean(family_id, ids)
+        )
+    return validate(StackFamily, load_toml(path), file=path)
+
+
+# --- calibration ------------------------------------------------------------------------------
+class Calibration(Strict):
+    """Achievable fractions of peak and fixed overheads (fitted by ``codesign calibrate``)."""
+
+    compute_efficiency: float = Field(gt=0, le=1)
+    memory_efficiency: float = Field(gt=0, le=1)
+    network_efficiency: float = Field(gt=0, le=1)
+    layer_overhead_us: float = Field(ge=0)
+    usable_memory_fraction: float = Field(gt=0, le=1)
+    static_power_fraction: float = Field(ge=0, le=1)
+    compute_power_fraction: float = Field(ge=0, le=1)
+
+
+class CalibrationFile(Strict):
+    source: str = ""
+    default: Calibration
+    chips: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+@cache
+def calibration_file() -> CalibrationFile:
+    path = instances_dir() / "catalog" / "calibration.toml"
+    return validate(CalibrationFile, load_toml(path), file=path)
+
+
+def calibration_for(chip_or_family: str) -> Calibration:
+    """The default calibration overridden by the chip's (or 3D family's) own entries."""
+    cal = calibration_file()
+    over = cal.chips.get(chip_or_family, {})
+    return Calibration.model_validate({**cal.default.model_dump(), **over})
+
+
+# --- the table --------------------------------------------------------------------------------
+@dataclass
+class HardwareTable:
+    """All hardware designs of an instance (rows) and their features (columns)."""
+
+    decisions: dict[str, np.ndarray]  # decision name -> values per row (object or numeric)
+    features: dict[str, np.ndarray] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # feature -> description with unit
+
+    @property
+    def size(self) -> int:
+        return len(next(iter(self.decisions.values()))) if self.decisions else 1
+
+    def column(self, name: str) -> np.ndarray:
+        """A feature, or a product of features written ``a*b``."""
+        out = np.ones(self.size)
+        for part in name.split("*"):
+            out = out * self.features[part]
+        return out
+
+    def row(self, i: int) -> dict[str, float]:
+        return {k: float(v[i]) for k, v in self.features.items()}
+
+    def index_of(self, design: dict[str, Any]) -> int:
+        mask = np.ones(self.size, dtype=bool)
+        for k, vals in self.decisions.items():
+            mask &= vals == design[k]
+        idx = np.flatnonzero(mask)
+        if len(idx) != 1:
+            raise InputError("design does not name exactly one hardware design", value={k: design[k] for k in self.decisions})
+        return int(idx[0])
+
+
+def enumerate_decisions(decisions: list[Any]) -> dict[str, np.ndarray]:
+    """Cartesian product of the domains, one array per decision (first decision slowest)."""
+    if not decisions:
+        return {}
+    names = [d.name for d in decisions]
+    grids = list(itertools.product(*[d.domain for d in decisions]))
+    out = {}
+    for j, n in enumerate(names):
+        vals = [g[j] for g in grids]
+        arr = np.array(vals, dtype=object if isinstance(vals[0], str) else None)
+        out[n] = arr
+    return out
+
+
+def precisions_of(inst: Instance) -> list[str]:
+    return sorted({w.precision for w in inst.workloads})
+
+
+def hardware_table(inst: Instance, designs: dict[str, np.ndarray] | None = None) -> HardwareTable:
+    """Features of the given hardware designs (default: every hardware design of the instance)."""
+    if designs is None:
+        designs = enumerate_decisions(inst.hardware_decisions)
+    table = HardwareTable(decisions=designs)
+    if inst.hardware.family == "stacked-3d":
+        _stacked_features(inst, table)
+    else:
+        _catalog_features(inst, table)
+    _pool_features(inst, table)
+    table.features["one"] = np.ones(table.size)
+    return table
+
+
+def _put(table: HardwareTable, name: str, value: Any, label: str) -> None:
+    table.features[name] = np.broadcast_to(np.asarray(value, dtype=float), (table.size,)).copy()
+    table.labels[name] = label
+
+
+def _fixed(inst: Instance, table: HardwareTable, name: str) -> np.ndarray:
+    """A hardware decision's values per row (its single default if not a decision)."""
+    if name in table.decisions:
+        return table.decisions[name]
+    raise InputError(
+        f"hardware decision {name!r} needs a domain",
+        key=f"hardware.decisions.{name}",
+        expected="a list of values in the instance file",
+    )
+
+
+def _stacked_features(inst: Instance, t: HardwareTable) -> None:
+    fam = load_family(inst.hardware.stack)
+    cal = calibration_for(fam.id)
+    c, d, v, th, ln = fam.compute, fam.dram, fam.vertical, fam.thermal, fam.link
+    layers = _fixed(inst, t, "dram_layers").astype(float)
+    tsv = _fixed(inst, t, "tsv_count").astype(float)
+    pitch = _fixed(inst, t, "tsv_pitch_um").astype(float)
+    area_c = _fixed(inst, t, "compute_area_mm2").astype(float)
+    clock = _fixed(inst, t, "clock_GHz").astype(float)
+    sram = _fixed(inst, t, "sram_MiB").astype(float)
+
+    area_sram = sram / fam.sram.density_MiB_per_mm2
+    area_tsv = memory.tsv_area_mm2(tsv, pitch, v.keep_out_factor)
+    footprint = area_c + area_sram + area_tsv + c.fixed_logic_area_mm2
+    _put(t, "area_mm2", footprint, "logic-die (and stack) footprint, mm²")
+    _put(t, "tsv_area_mm2", area_tsv, "area of vertical connections, mm²")
+
+    volt = compute.voltage_V(clock, c.vf_curve_GHz, c.vf_curve_V)
+    v_ref = float(compute.voltage_V(c.reference_clock_GHz, c.vf_curve_GHz, c.vf_curve_V))
+    for prec in precisions_of(inst):
+        p = _pick(c.dense_TFLOPS_per_mm2, prec, f"family {fam.id} compute.dense_TFLOPS_per_mm2")
+        peak = compute.peak_flops(area_c, clock, c.dense_TFLOPS_per_mm2[p], c.reference_clock_GHz)
+        _put(t, f"peak_flops@{prec}", peak, f"peak dense FLOP/s at {prec}")
+        _put(t, f"s_per_flop@{prec}", 1.0 / (peak * cal.compute_efficiency), "s per FLOP (achievable)")
+        e = compute.energy_per_flop_J(c.energy_pJ_per_FLOP[p], volt, v_ref)
+        _put(t, f"J_per_flop@{prec}", e, "dynamic J per FLOP")
+    ref_prec = "bf16" if "bf16" in c.dense_TFLOPS_per_mm2 else next(iter(c.dense_TFLOPS_per_mm2))
+    peak_ref = compute.peak_flops(area_c, clock, c.dense_TFLOPS_per_mm2[ref_prec], c.reference_clock_GHz)
+    p_compute = peak_ref * compute.energy_per_flop_J(c.energy_pJ_per_FLOP[ref_prec], volt, v_ref)
+    p_static_logic = compute.static_power_W(footprint, c.static_W_per_mm2, volt, v_ref)
+
+    bw_vert = memory.vertical_bandwidth_Bps(tsv, v.rate_Gbps)
+    bw_bank = memory.bank_bandwidth_Bps(
+        layers, footprint, d.banks_per_mm2, d.bytes_per_activation, d.tRC_ns, d.max_active_bank_fraction
+    )
+    lat = memory.access_latency_s(layers, d.base_latency_ns, d.per_layer_latency_ns)
+    bw_little = memory.littles_law_bandwidth_Bps(sram * MiB, lat)
+    bw_logic = area_c * c.logic_bandwidth_GBps_per_mm2 * GBps
+    bw = np.minimum(np.minimum(bw_vert, bw_bank), np.minimum(bw_little, bw_logic))
+    _put(t, "bw_vertical_Bps", bw_vert, "vertical-connection limit, B/s")
+    _put(t, "bw_bank_Bps", bw_bank, "bank-activation limit, B/s")
+    _put(t, "bw_littles_law_Bps", bw_little, "buffer (Little's law) limit, B/s")
+    _put(t, "bw_logic_Bps", bw_logic, "logic-side limit, B/s")
+    _put(t, "bandwidth_Bps", bw, "local DRAM bandwidth = min of the four limits, B/s")
+    _put(t, "s_per_B_local", 1.0 / (bw * cal.memory_efficiency), "s per local DRAM byte")
+    e_dram = memory.stacked_energy_J_per_B(
+        layers, pitch, d.array_energy_pJ_per_bit, d.per_layer_energy_pJ_per_bit,
+        v.energy_pJ_per_bit_at_reference, v.reference_pitch_um,
+    )
+    _put(t, "J_per_B_local", e_dram, "J per local DRAM byte")
+    cap = memory.stack_capacity_B(layers, footprint, d.capacity_GiB_per_mm2)
+    _put(t, "capacity_B", cap * cal.usable_memory_fraction, "usable local memory, B")
+    _put(t, "raw_capacity_B", cap, "local DRAM capacity, B")
+
+    p_dram_static = layers * d.static_W_per_layer
+    p_dram_dyn = bw * e_dram
+    power = p_compute + p_static_logic + p_dram_static + p_dram_dyn + ln.io_power_W
+    _put(t, "power_compute_W", p_compute, "compute power at peak, W")
+    _put(t, "power_static_W", p_static_logic + p_dram_static, "static power (logic leakage + DRAM refresh), W")
+    _put(t, "power_dram_W", p_dram_dyn, "DRAM power at full bandwidth, W")
+    _put(t, "power_W", power, "device design power (all parts at full load), W")
+    _put(t, "static_W", p_static_logic + p_dram_static, "power drawn whenever the device is on, W")
+    r_th = thermal.thermal_resistance_C_per_W(layers, th.r0_C_per_W, th.r_per_layer_C_per_W)
+    _put(t, "r_th_C_per_W", r_th, "stack thermal resistance, C/W")
+    _put(t, "temperature_C", thermal.junction_temperature_C(power, r_th, inst.system.ambient_C), "junction temperature at design power, C")
+    _put(t, "junction_max_C", th.dram_junction_max_C, "DRAM junction limit, C")
+
+    _links(
+        t, cal,
+        up_bw=ln.bandwidth_GBps_per_direction * GBps, up_lat=ln.latency_ns * NANO, up_e=ln.energy_pJ_per_bit,
+        out_bw=ln.scale_out_bandwidth_GBps_per_direction * GBps, out_lat=ln.scale_out_latency_ns * NANO,
+        out_e=ln.scale_out_energy_pJ_per_bit,
+    )
+
+
+def _pick(table: dict[str, float], prec: str, where: str) -> str:
+    for p in PRECISION_FALLBACK.get(prec, (prec,)):
+        if table.get(p, 0) > 0:
+            return p
+    raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
+
+
+def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e) -> None:
+    eff = cal.network_efficiency
+    _put(t, "s_per_B_scale_up", 1.0 / (np.asarray(up_bw, dtype=float) * eff), "s per byte on scale-up links")
+    _put(t, "s_per_step_scale_up", up_lat, "latency per collective step on scale-up, s")
+    _put(t, "J_per_B_scale_up", np.asarray(up_e, dtype=float) * 8 * PICO, "J per byte on scale-up")
+    _put(t, "s_per_B_scale_out", 1.0 / (np.asarray(out_bw, dtype=float) * eff), "s per byte on scale-out")
+    _put(t, "s_per_step_scale_out", out_lat, "latency per collective step on scale-out, s")
+    _put(t, "J_per_B_scale_out", np.asarray(out_e, dtype=float) * 8 * PICO, "J per byte on scale-out")
+    _put(t, "s_per_layer", cal.layer_overhead_us * MICRO, "fixed overhead per layer per step, s")
+
+
+def _catalog_features(inst: Instance, t: HardwareTable) -> None:
+    from codesign import catalog
+
+    chips = t.decisions["chip"]
+    uniq = sorted(set(chips.tolist()))
+    cols: dict[str, np.ndarray] = {}
+
+    def put(name: str, chip_id: str, value: float) -> None:
+        cols.setdefault(name, np.zeros(t.size))[chips == chip_id] = value
+
+    for cid in uniq:
+        chip = catalog.load_chip(cid)
+        cal = calibration_for(cid)
+        mem = catalog.load_memory(chip.memory_technology)
+        up = catalog.load_interconnect(inst.system.scale_up or chip.scale_up_interconnect)
+        out = catalog.load_interconnect(inst.system.scale_out or chip.scale_out_interconnect)
+        for prec in precisions_of(inst):
+            p = _pick(chip.peak_dense_TFLOPS, prec, f"chip {cid} peak_dense_TFLOPS")
+            peak = chip.peak_dense_TFLOPS[p] * 1e12
+            put(f"peak_flops@{prec}", cid, peak)
+            put(f"s_per_flop@{prec}", cid, 1.0 / (peak * cal.compute_efficiency))
+            put(f"J_per_flop@{prec}", cid, cal.compute_power_fraction * chip.tdp_W / peak)
+        bw = chip.memory_bandwidth_GBps * GBps
+        put("bandwidth_Bps", cid, bw)
+        put("s_per_B_local", cid, 1.0 / (bw * cal.memory_efficiency))
+        put("J_per_B_local", cid, mem.energy_pJ_per_bit * 8 * PICO)
+        put("raw_capacity_B", cid, chip.memory_capacity_GiB * GiB)
+        put("capacity_B", cid, chip.memory_capacity_GiB * GiB * cal.usable_memory_fraction)
+        put("power_W", cid, chip.tdp_W)
+        put("static_W", cid, cal.static_power_fraction * chip.tdp_W)
+        put("area_mm2", cid, chip.die_area_mm2)
+        put("temperature_C", cid, np.nan)
+        put("junction_max_C", cid, np.inf)
+        up_bw = chip.scale_up_bandwidth_GBps_per_direction * GBps
+        out_bw = chip.scale_out_bandwidth_GBps_per_direction * GBps
+        eff = cal.network_efficiency
+        put("s_per_B_scale_up", cid, 1.0 / (up_bw * eff))
+        put("s_per_step_scale_up", cid, up.latency_ns * NANO)
+        put("J_per_B_scale_up", cid, up.energy_pJ_per_bit * 8 * PICO)
+        put("s_per_B_scale_out", cid, 1.0 / (out_bw * eff))
+        put("s_per_step_scale_out", cid, out.latency_ns * NANO)
+        put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
+        put("s_per_layer", cid, cal.layer_overhead_us * MICRO)
+    for name, col in cols.items():
+        t.features[name] = col
+        t.labels.setdefault(name, name)
+
+
+def _pool_features(inst: Instance, t: HardwareTable) -> None:
+    """Pooled-memory appliance: bandwidth per device (ports, switch share, or the instance's
+    stated assumption), per-byte path energy, system capacity and port usage."""
+    sysm = inst.system
+    if sysm.appliance is None:
+        _put(t, "s_per_B_pool", np.inf, "no pooled memory")
+        _put(t, "J_per_B_pool", 0.0, "no pooled memory")
+        _put(t, "pool_capacity_B", 0.0, "no pooled memory")
+        _put(t, "pool_bandwidth_Bps", 0.0, "no pooled memory")
+        _put(t, "pool_ports_used", 0.0, "no pooled memory")
+        _put(t, "pool_ports_available", 0.0, "no pooled memory")
+        return
+    from codesign import catalog
+
+    app = catalog.load_appliance(sysm.appliance)
+    ports = t.decisions.get("pool_ports", np.ones(t.size)).astype(float)
+    port_bw = app.port_bandwidth_GBps * GBps
+    switch_bw = app.switching_capacity_GBps * GBps
+    if sysm.pooled_bandwidth_GBps_per_device is not None:
+        bw = np.full(t.size, sysm.pooled_bandwidth_GBps_per_device * GBps)
+    else:
+        bw = memory.pooled_bandwidth_Bps(ports, port_bw, switch_bw, sysm.devices)
+    energies = getattr(app.energy_pJ_per_bit, sysm.appliance_medium)
+    g = network.appliance_system(
+        1, 1, adapter_pJ_per_bit=energies.adapter, switch_pJ_per_bit=energies.switch
+    )
+    e_bit = network.path_energy_pJ_per_bit(g, "dev0", "mod0")
+    _put(t, "pool_bandwidth_Bps", bw, "pooled-memory bandwidth per device, B/s")
+    _put(t, "s_per_B_pool", 1.0 / bw, "s per pooled byte")
+    _put(t, "J_per_B_pool", e_bit * 8 * PICO, "J per pooled byte (adapter + switch + adapter)")
+    _put(t, "pool_capacity_B", app.pooled_capacity_TB * TB, "pooled capacity, B")
+    _put(t, "pool_ports_used", ports * sysm.devices, "appliance ports used by all devices")
+    _put(t, "pool_ports_available", app.modules * app.ports_per_module, "appliance ports")
+
+
+def check_hardware_references(inst: Instance, path: Path) -> None:
+    """Catalog ids named by the hardware/system sections exist."""
+    from codesign import catalog
+
+    def wrap(fn, value, key):
+        try:
+            fn(value)
+        except InputError as exc:
+            raise InputError(
+                exc.message, file=path, key=key, value=value, expected=exc.expected, suggestion=exc.suggestion
+            ) from None
+
+    hw = inst.hardware
+    if hw.family == "stacked-3d":
+        wrap(load_family, hw.stack, "hardware.stack")
+    else:
+        for cid in [hw.chip] if "chip" not in hw.decisions else hw.decisions["chip"]:
+            if cid is not None:
+                wrap(catalog.load_chip, cid, "hardware.chip")
+    if inst.system.appliance:
+        wrap(catalog.load_appliance, inst.system.appliance, "system.appliance")
+    for key in ("scale_up", "scale_out"):
+        val = getattr(inst.system, key)
+        if val:
+            wrap(catalog.load_interconnect, val, f"system.{key}")

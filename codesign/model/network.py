@@ -1,0 +1,158 @@
+"""Network: topologies as networkx graphs, collective traffic, per-bit path energy (model.md §3.4).
+
+Collective traffic per device follows the bandwidth-optimal ring algorithms (Patarasuk & Yuan
+2009; Thakur et al. 2005): all-reduce moves 2(n-1)/n x M bytes per device in 2(n-1) steps;
+all-gather and reduce-scatter (n-1)/n x M in n-1 steps; all-to-all (n-1)/n x M in n-1 steps;
+point-to-point M in one step. A group larger than a scale-up domain runs hierarchically:
+inside each domain of size d, then across the n/d domains over scale-out with M/d per device.
+
+Energy per bit along a path = source adapter + sum of switches + destination adapter (the
+Photonic Fabric paper, arXiv 2507.14000): nodes carry their per-bit energy and a path's energy is
+the sum over its nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+from numpy.typing import ArrayLike
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Per-device traffic of one collective, split by link class."""
+
+    scale_up_B: np.ndarray
+    scale_up_steps: np.ndarray
+    scale_out_B: np.ndarray
+    scale_out_steps: np.ndarray
+
+
+def _f(x: ArrayLike) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def ring_allreduce(n: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes per device, latency steps) of a ring all-reduce over n devices."""
+    n = _f(n)
+    return 2.0 * (n - 1.0) / n * _f(message_B), 2.0 * (n - 1.0)
+
+
+def ring_allgather(n: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes per device, steps) of an all-gather (or reduce-scatter) of an M-byte result."""
+    n = _f(n)
+    return (n - 1.0) / n * _f(message_B), n - 1.0
+
+
+def all_to_all(n: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes per device, steps) of an all-to-all where each device holds M bytes to scatter."""
+    n = _f(n)
+    return (n - 1.0) / n * _f(message_B), n - 1.0
+
+
+def hierarchical_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> Traffic:
+    """All-reduce over n devices placed contiguously in scale-up domains of ``domain`` devices.
+
+    n <= domain: one ring on scale-up links. n > domain (n a multiple of domain): reduce-scatter
+    and all-gather inside each domain (2(d-1)/d x M on scale-up), all-reduce of the M/d shard
+    across the n/d domains on scale-out.
+    """
+    n = _f(n)
+    m = _f(message_B)
+    inside = np.minimum(n, domain)
+    groups = np.maximum(n / domain, 1.0)
+    up_b, up_s = ring_allreduce(inside, m)
+    out_b, out_s = ring_allreduce(groups, m / inside)
+    return Traffic(up_b, up_s, out_b, out_s)
+
+
+def point_to_point(same_domain: ArrayLike, message_B: ArrayLike) -> Traffic:
+    """One message to the next pipeline stage, over scale-up if both ends share a domain."""
+    inside = np.asarray(same_domain, dtype=bool)
+    m = _f(message_B) * np.ones_like(inside, dtype=float)
+    one = np.ones_like(m)
+    return Traffic(
+        np.where(inside, m, 0.0), np.where(inside, one, 0.0), np.where(inside, 0.0, m), np.where(inside, 0.0, one)
+    )
+
+
+# --- topologies ------------------------------------------------------------------------------
+
+
+def switched_system(
+    devices: int,
+    domain: int,
+    *,
+    adapter_pJ_per_bit: float,
+    switch_pJ_per_bit: float,
+    scale_out_switch_pJ_per_bit: float | None = None,
+) -> nx.Graph:
+    """Hierarchical system: ``devices`` in scale-up domains of ``domain``, one switch per domain,
+    domain switches joined by a scale-out switch. Node attribute ``energy_pJ_per_bit``."""
+    g = nx.Graph()
+    n_domains = max(1, -(-devices // domain))
+    spine = "spine"
+    if n_domains > 1:
+        g.add_node(spine, kind="switch", energy_pJ_per_bit=scale_out_switch_pJ_per_bit or switch_pJ_per_bit)
+    for d in range(n_domains):
+        sw = f"sw{d}"
+        g.add_node(sw, kind="switch", energy_pJ_per_bit=switch_pJ_per_bit)
+        if n_domains > 1:
+            g.add_edge(sw, spine)
+        for i in range(d * domain, min(devices, (d + 1) * domain)):
+            g.add_node(f"dev{i}", kind="device", energy_pJ_per_bit=adapter_pJ_per_bit)
+            g.add_edge(f"dev{i}", sw)
+    return g
+
+
+def ring_system(devices: int, *, adapter_pJ_per_bit: float, hop_pJ_per_bit: float) -> nx.Graph:
+    """Devices on a bidirectional ring; each intermediate device forwards at ``hop`` pJ/bit."""
+    g = nx.cycle_graph(devices)
+    g = nx.relabel_nodes(g, {i: f"dev{i}" for i in range(devices)})
+    nx.set_node_attributes(g, "device", "kind")
+    nx.set_node_attributes(g, adapter_pJ_per_bit, "energy_pJ_per_bit")
+    nx.set_node_attributes(g, hop_pJ_per_bit, "forward_pJ_per_bit")
+    return g
+
+
+def torus_2d(rows: int, cols: int, *, adapter_pJ_per_bit: float, hop_pJ_per_bit: float) -> nx.Graph:
+    """A rows x cols 2D torus of devices."""
+    g = nx.grid_2d_graph(rows, cols, periodic=True)
+    g = nx.relabel_nodes(g, {(r, c): f"dev{r * cols + c}" for r in range(rows) for c in range(cols)})
+    nx.set_node_attributes(g, "device", "kind")
+    nx.set_node_attributes(g, adapter_pJ_per_bit, "energy_pJ_per_bit")
+    nx.set_node_attributes(g, hop_pJ_per_bit, "forward_pJ_per_bit")
+    return g
+
+
+def appliance_system(
+    devices: int, modules: int, *, adapter_pJ_per_bit: float, switch_pJ_per_bit: float
+) -> nx.Graph:
+    """Devices and memory modules of a pooled appliance joined by its all-to-all switch."""
+    g = nx.Graph()
+    g.add_node("pf-switch", kind="switch", energy_pJ_per_bit=switch_pJ_per_bit)
+    for i in range(devices):
+        g.add_node(f"dev{i}", kind="device", energy_pJ_per_bit=adapter_pJ_per_bit)
+        g.add_edge(f"dev{i}", "pf-switch")
+    for j in range(modules):
+        g.add_node(f"mod{j}", kind="module", energy_pJ_per_bit=adapter_pJ_per_bit)
+        g.add_edge(f"mod{j}", "pf-switch")
+    return g
+
+
+def path_energy_pJ_per_bit(g: nx.Graph, src: str, dst: str) -> float:
+    """Energy per bit along the shortest path: endpoints' adapters + every switch (or forwarding
+    device) in between."""
+    path = nx.shortest_path(g, src, dst)
+    total = g.nodes[path[0]]["energy_pJ_per_bit"] + g.nodes[path[-1]]["energy_pJ_per_bit"]
+    for node in path[1:-1]:
+        attrs = g.nodes[node]
+        total += attrs.get("forward_pJ_per_bit", attrs["energy_pJ_per_bit"])
+    return float(total)
+
+
+def hops(g: nx.Graph, src: str, dst: str) -> int:
+    """Number of links on the shortest path."""
+    return nx.shortest_path_length(g, src, dst)

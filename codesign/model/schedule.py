@@ -1,0 +1,210 @@
+"""Schedule features: per-device work of one pipeline-stage step for every feasible parallel layout
+of a workload (model.md §4).
+
+A *schedule* fixes TP (tensor parallel inside a stage), PP (pipeline stages), EP (expert parallel
+inside the TP group, TensorRT-LLM semantics: moe_ep x moe_tp = tp), the batch per model replica,
+and the memory tier of weights and KV cache. DP = devices / (TP x PP) replicas serve independent
+requests. Devices are placed TP-fastest, then PP, then DP, so a TP group shares a scale-up domain
+whenever TP <= domain size.
+
+Per phase (prefill, decode) the features are the per-device FLOPs, local and pooled bytes, the
+scale-up / scale-out bytes and latency steps of the collectives, and the layers of the slowest
+stage, for one micro-batch of batch/PP sequences. :mod:`codesign.model.evaluate` combines them
+with the hardware features.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from codesign.model import network
+from codesign.model.workload import Workload, kv_cache_bytes, load_workload, param_counts, step_costs
+
+if TYPE_CHECKING:
+    from codesign.instance import Instance, WorkloadSpec
+
+#: activations cross links in 16-bit (engines all-reduce in bf16/fp16 even with fp8 weights)
+ACTIVATION_BYTES = 2.0
+PHASES = ("prefill", "decode")
+#: base features per phase (column ``<phase>.<feature>``)
+PHASE_FEATURES = (
+    "flops",
+    "bytes_local",
+    "bytes_pool",
+    "bytes_scale_up",
+    "steps_scale_up",
+    "bytes_scale_out",
+    "steps_scale_out",
+    "layers",
+)
+
+
+@dataclass
+class ScheduleTable:
+    """Feasible schedules of one workload (rows) and their features (columns)."""
+
+    workload: str
+    decisions: dict[str, np.ndarray]
+    features: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(next(iter(self.decisions.values())))
+
+    def column(self, name: str) -> np.ndarray:
+        """A feature, or a product of features written ``a*b``."""
+        out = np.ones(self.size)
+        for part in name.split("*"):
+            out = out * self.features[part]
+        return out
+
+    def index_of(self, design: dict[str, Any]) -> int:
+        mask = np.ones(self.size, dtype=bool)
+        for k, vals in self.decisions.items():
+            mask &= vals == design[k]
+        idx = np.flatnonzero(mask)
+        return int(idx[0]) if len(idx) == 1 else -1
+
+
+def structural_reason(w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any]) -> str | None:
+    """Why a layout cannot run at all (divisibility and placement rules), or None.
+
+    These rules do not depend on the hardware, so infeasible layouts are removed from the
+    schedule table (the MIP only sees feasible tuples).
+    """
+    tp, pp, ep, batch = s["tp"], s["pp"], s["ep"], s["batch"]
+    if devices % (tp * pp):
+        return f"tp*pp = {tp * pp} does not divide the {devices} devices"
+    if w.num_attention_heads % tp:
+        return f"tp = {tp} does not divide {w.num_attention_heads} attention heads"
+    if pp > w.num_layers:
+        return f"pp = {pp} exceeds {w.num_layers} layers"
+    if pp > 1 and batch % pp:
+        return f"batch {batch} is not a multiple of pp = {pp} (one micro-batch per stage)"
+    if tp % ep:
+        return f"ep = {ep} does not divide tp = {tp}"
+    if w.moe is None and ep != 1:
+        return "ep > 1 needs a mixture-of-experts workload"
+    if w.moe is not None and w.moe.num_experts % ep:
+        return f"ep = {ep} does not divide {w.moe.num_experts} experts"
+    if not has_pool and "pooled" in (s["weights_tier"], s["kv_tier"]):
+        return "a pooled tier needs `system.appliance`"
+    return None
+
+
+def kv_shards(w: Workload, tp: np.ndarray) -> np.ndarray:
+    """Ways the KV cache is split across a TP group: by KV heads (GQA); MLA's latent is shared."""
+    if w.mla is not None:
+        return np.ones_like(tp, dtype=float)
+    return np.minimum(tp, w.num_kv_heads).astype(float)
+
+
+def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray] | None = None) -> ScheduleTable:
+    """Features of every feasible schedule of ``workload`` (or of the given ``designs``)."""
+    spec = next(x for x in inst.workloads if x.name == workload)
+    w = load_workload(spec.workload)
+    devices = inst.system.devices
+    has_pool = inst.system.appliance is not None
+    decs = inst.schedule_decisions(workload)
+    keys = [d.key for d in decs]
+    if designs is None:
+        rows = []
+        for combo in itertools.product(*[d.domain for d in decs]):
+            s = dict(zip(keys, combo, strict=True))
+            if structural_reason(w, spec, devices, has_pool, s) is None:
+                rows.append(combo)
+        designs = {
+            k: np.array([r[j] for r in rows], dtype=object if isinstance(decs[j].domain[0], str) else None)
+            for j, k in enumerate(keys)
+        }
+    table = ScheduleTable(workload=workload, decisions=designs)
+    if table.size:
+        _features(inst, spec, w, table)
+    return table
+
+
+def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable) -> None:
+    d = t.decisions
+    tp = d["tp"].astype(float)
+    pp = d["pp"].astype(float)
+    batch = d["batch"].astype(float)
+    devices = float(inst.system.devices)
+    domain = inst.system.scale_up_domain
+    dp = devices / (tp * pp)
+    micro = batch / pp
+    layers_stage = np.ceil(w.num_layers / pp)
+    frac = layers_stage / w.num_layers
+    w_local = (d["weights_tier"] == "local").astype(float)
+    kv_local = (d["kv_tier"] == "local").astype(float)
+    shards = kv_shards(w, d["tp"])
+    isl, osl = spec.input_tokens, spec.output_tokens
+    wb, kvb = spec.weight_bytes_per_param, spec.kv_bytes_per_element
+
+    f = t.features
+    f["one"] = np.ones_like(tp)
+    f["tp"], f["pp"], f["dp"], f["batch"], f["micro_batch"] = tp, pp, dp, batch, micro
+    f["layers_per_stage"] = layers_stage
+
+    for phase in PHASES:
+        new = float(isl) if phase == "prefill" else 1.0
+        ctx = 0.0 if phase == "prefill" else isl + osl / 2.0
+        c = step_costs(w, batch=micro, new_tokens=new, context=ctx, weight_bytes_per_param=wb, kv_bytes_per_element=kvb)
+        head_flops = np.asarray(c.flops_lm_head, dtype=float)
+        flops = ((np.asarray(c.flops, dtype=float) - head_flops) * frac + head_flops) / tp
+        head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
+        weights_b = ((np.asarray(c.bytes_weights, dtype=float) - head_b) * frac + head_b) / tp
+        kv_b = (np.asarray(c.bytes_kv_read, dtype=float) + np.asarray(c.bytes_kv_write, dtype=float)) * frac / shards
+        message = micro * new * w.hidden_size * ACTIVATION_BYTES
+        # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
+        ar = network.hierarchical_allreduce(tp, domain, message)
+        per_layer = 2.0 * layers_stage * (tp > 1)
+        same_domain = tp * pp <= domain
+        p2p = network.point_to_point(same_domain, message)
+        has_p2p = (pp > 1).astype(float)
+        f[f"{phase}.flops"] = flops
+        f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local
+        f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
+        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + has_p2p * p2p.scale_up_B
+        f[f"{phase}.steps_scale_up"] = per_layer * ar.scale_up_steps + has_p2p * p2p.scale_up_steps
+        f[f"{phase}.bytes_scale_out"] = per_layer * ar.scale_out_B + has_p2p * p2p.scale_out_B
+        f[f"{phase}.steps_scale_out"] = per_layer * ar.scale_out_steps + has_p2p * p2p.scale_out_steps
+        f[f"{phase}.layers"] = layers_stage
+        # useful work for MFU: the whole replica's FLOPs of one micro-batch step
+        f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
+
+    # memory footprint per device (full context at the end of generation)
+    pc = param_counts(w)
+    edge = max(pc.embedding, pc.lm_head)
+    body = pc.total - pc.embedding - pc.lm_head
+    both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
+    weights_dev = (body * frac + both_ends) * wb / tp
+    kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards
+    f["weights_per_device_B"] = weights_dev
+    f["kv_per_device_B"] = kv_dev
+    f["memory_local_B"] = weights_dev * w_local + kv_dev * kv_local
+    # pooled tier: one shared copy of the weights for the whole system, every device's KV cache
+    f["memory_pool_B"] = pc.total * wb * (1 - w_local) + devices * kv_dev * (1 - kv_local)
+
+    # metric scale factors per phase (model.md §5)
+    steps_decode = max(osl - 1, 0)
+    tokens_round = batch * dp * (osl if spec.phase != "prefill" else isl)
+    f["scale.tpot_s|decode"] = pp
+    f["scale.ttft_s|prefill"] = 2 * pp - 1
+    if spec.phase == "decode":
+        f["scale.time_per_token_s|decode"] = pp / (batch * dp)
+    elif spec.phase == "prefill":
+        f["scale.time_per_token_s|prefill"] = pp / tokens_round
+    else:
+        f["scale.time_per_token_s|prefill"] = pp / tokens_round
+        f["scale.time_per_token_s|decode"] = pp * steps_decode / tokens_round
+    for phase in PHASES:
+        key = f"scale.time_per_token_s|{phase}"
+        if key in f:
+            f[f"scale.energy_per_token_J|{phase}"] = devices * f[key]
+    for k in list(f):
+        f[k] = np.broadcast_to(np.asarray(f[k], dtype=float), (t.size,)).copy()
+

@@ -1,0 +1,712 @@
+"""Transformer workloads: architecture schema, catalog loading and closed-form costs.
+
+What it models
+--------------
+A decoder-only transformer LLM described by the figures of its public ``config.json``: grouped-query
+attention (GQA) or multi-head latent attention (MLA), gated (SwiGLU) or plain MLPs, mixture-of-experts
+(MoE) layers with routed and shared experts, a dense-layer prefix and dense/MoE interleaving, and
+sliding-window attention layers. From those figures it derives, in closed form and without a solver:
+
+* parameter counts by component (:func:`param_counts`, :func:`layer_weight_params`, :func:`weight_bytes`);
+* KV-cache bytes per token and per sequence (:func:`kv_cache_bytes_per_token`, :func:`kv_cache_bytes`);
+* FLOPs and bytes moved by one forward step of the whole model over a batch (:func:`step_costs`),
+  each a named term; totals are explicit sums of the terms.
+
+Every numeric argument of the cost functions may be a numpy array; results broadcast.
+
+Conventions and sources
+-----------------------
+* 2 FLOPs per multiply-accumulate; a weight matrix with P entries applied to T tokens costs 2·T·P FLOPs
+  (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Table 1: C_forward ≈ 2N + ...).
+* Attention scores: per query head and attended (query, key) pair, QK^T costs 2·d_qk and score·V costs
+  2·d_v FLOPs (Hoffmann et al. 2022, "Chinchilla", Appendix F: logits 2·s²·key_size·heads and the
+  same for the softmax@value reduction). Softmax, norms, activations and residual adds are elementwise
+  and not counted (softmax is ~3 FLOPs per score against 4·head_dim for the two score matmuls).
+* Per-layer closed forms with totals as named sums follow the shape of Calculon (Isaev et al. 2023,
+  ``calculon/llm/layers.py``); the tensor-parallel split of each named count is left to the caller.
+* GQA KV cache: 2·kv_heads·head_dim elements per token and layer (Ainslie et al. 2023).
+* MLA: the cached latent is kv_lora_rank + qk_rope_head_dim elements per token and layer; decode uses
+  the "absorbed" form that attends over the latent directly (DeepSeek-V2 report, arXiv 2405.04434,
+  §2.1.2-2.1.3 and Appendix C; DeepSeek-V3 report, arXiv 2412.19437, §2.1.1).
+* Expected number of distinct routed experts touched by a batch assumes uniform, independent routing
+  (the occupancy problem): E·(1 − (1 − k/E)^tokens). Real routers are skewed, which touches fewer
+  experts; the uniform value is therefore an upper estimate of expert-weight traffic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
+
+from codesign.errors import InputError, did_you_mean
+from codesign.paths import catalog_dir
+from codesign.schema import Strict, load_toml, validate
+
+__all__ = [
+    "MLA",
+    "LayerParams",
+    "MoE",
+    "ParamCounts",
+    "StepCosts",
+    "Workload",
+    "expected_experts_touched",
+    "kv_cache_bytes",
+    "kv_cache_bytes_per_token",
+    "layer_weight_params",
+    "list_workloads",
+    "load_workload",
+    "param_counts",
+    "step_costs",
+    "weight_bytes",
+]
+
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+
+#: A scalar or a numpy array of any shape; every cost function broadcasts over its numeric arguments.
+ArrayLike = float | int | npt.NDArray[Any]
+#: What the cost functions return: a numpy float64 scalar for scalar inputs, otherwise an array.
+FloatArray = np.float64 | npt.NDArray[np.float64]
+
+#: FLOPs per multiply-accumulate.
+FLOPS_PER_MAC = 2
+#: Matrices in a gated (SwiGLU: gate, up, down) and in a plain (up, down) MLP.
+GATED_MLP_MATRICES = 3
+PLAIN_MLP_MATRICES = 2
+#: RMSNorm vectors per decoder layer (before attention, before the MLP).
+NORMS_PER_LAYER = 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------------
+
+
+class MoE(Strict):
+    """Mixture-of-experts feed-forward blocks.
+
+    After ``first_dense_layers`` dense layers, every ``interleave``-th layer is an MoE layer (1: all of
+    them; Llama 4 Maverick: 2, i.e. every other layer). Each MoE layer holds ``num_experts`` routed
+    experts of width ``expert_ffn_hidden_size``, of which ``top_k`` process each token, plus
+    ``num_shared_experts`` always-on experts of width ``shared_expert_ffn_hidden_size``.
+    """
+
+    num_experts: PositiveInt
+    top_k: PositiveInt
+    expert_ffn_hidden_size: PositiveInt
+    num_shared_experts: NonNegativeInt = 0
+    shared_expert_ffn_hidden_size: Annotated[StrictInt, Field(ge=0, validate_default=True)] = 0
+    first_dense_layers: NonNegativeInt = 0
+    interleave: PositiveInt = 1
+
+    @field_validator("top_k")
+    @classmethod
+    def _top_k_at_most_experts(cls, v: int, info: ValidationInfo) -> int:
+        n = info.data.get("num_experts")
+        if n is not None and v > n:
+            raise ValueError(f"top_k ({v}) must be at most num_experts ({n})")
+        return v
+
+    @field_validator("shared_expert_ffn_hidden_size")
+    @classmethod
+    def _shared_width_iff_shared(cls, v: int, info: ValidationInfo) -> int:
+        n = info.data.get("num_shared_experts")
+        if n is not None and (n > 0) != (v > 0):
+            raise ValueError(
+                "shared_expert_ffn_hidden_size must be > 0 exactly when num_shared_experts > 0 "
+                f"(num_shared_experts={n}, shared_expert_ffn_hidden_size={v})"
+            )
+        return v
+
+
+class MLA(Strict):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank compressed queries and keys/values.
+
+    ``q_lora_rank`` None means queries are projected directly (no query compression).
+    """
+
+    q_lora_rank: PositiveInt | None
+    kv_lora_rank: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+
+class Workload(Strict):
+    """A decoder-only transformer architecture, as given by its public config.json or paper."""
+
+    id: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")]
+    name: StrictStr
+    source: Annotated[StrictStr, Field(min_length=1)]
+    notes: StrictStr = ""
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    ffn_hidden_size: PositiveInt
+    vocab_size: PositiveInt
+    tied_embeddings: StrictBool = False
+    mlp_gated: StrictBool = True
+    qk_norm: StrictBool = False
+    moe: MoE | None = None
+    mla: MLA | None = None
+    sliding_window: PositiveInt | None = None
+    sliding_window_layers: Annotated[StrictInt, Field(ge=0, validate_default=True)] = 0
+
+    @field_validator("num_kv_heads")
+    @classmethod
+    def _heads_divisible(cls, v: int, info: ValidationInfo) -> int:
+        heads = info.data.get("num_attention_heads")
+        if heads is not None and heads % v != 0:
+            raise ValueError(
+                f"num_attention_heads ({heads}) must be divisible by num_kv_heads ({v})"
+            )
+        return v
+
+    @field_validator("moe")
+    @classmethod
+    def _moe_fits_layers(cls, v: MoE | None, info: ValidationInfo) -> MoE | None:
+        layers = info.data.get("num_layers")
+        if v is None or layers is None:
+            return v
+        if v.first_dense_layers >= layers:
+            raise ValueError(
+                f"first_dense_layers ({v.first_dense_layers}) must be less than num_layers ({layers})"
+            )
+        if (layers - v.first_dense_layers) // v.interleave < 1:
+            raise ValueError(
+                f"no MoE layer: (num_layers - first_dense_layers) // interleave = "
+                f"({layers} - {v.first_dense_layers}) // {v.interleave} < 1"
+            )
+        return v
+
+    @field_validator("mla")
+    @classmethod
+    def _mla_head_dim(cls, v: MLA | None, info: ValidationInfo) -> MLA | None:
+        head_dim = info.data.get("head_dim")
+        if v is not None and head_dim is not None:
+            qk = v.qk_nope_head_dim + v.qk_rope_head_dim
+            if head_dim != qk:
+                raise ValueError(
+                    f"with [mla], head_dim ({head_dim}) must equal qk_nope_head_dim + qk_rope_head_dim ({qk})"
+                )
+        return v
+
+    @field_validator("sliding_window_layers")
+    @classmethod
+    def _window_layers(cls, v: int, info: ValidationInfo) -> int:
+        if "sliding_window" not in info.data:  # sliding_window itself failed: reported there
+            return v
+        window = info.data["sliding_window"]
+        layers = info.data.get("num_layers")
+        if window is None and v != 0:
+            raise ValueError(f"sliding_window_layers is {v} but sliding_window is not set")
+        if window is not None and v == 0:
+            raise ValueError("sliding_window is set but sliding_window_layers is 0")
+        if layers is not None and v > layers:
+            raise ValueError(f"sliding_window_layers ({v}) exceeds num_layers ({layers})")
+        return v
+
+    # Derived layer counts -------------------------------------------------------------------------
+
+    @property
+    def moe_layers(self) -> int:
+        """Number of layers whose feed-forward block is an MoE block."""
+        if self.moe is None:
+            return 0
+        return (self.num_layers - self.moe.first_dense_layers) // self.moe.interleave
+
+    @property
+    def dense_layers(self) -> int:
+        """Number of layers whose feed-forward block is a dense MLP of width ``ffn_hidden_size``."""
+        return self.num_layers - self.moe_layers
+
+
+# --------------------------------------------------------------------------------------------------
+# Catalog
+# --------------------------------------------------------------------------------------------------
+
+
+def list_workloads() -> list[str]:
+    """Ids of the workloads in the catalog (``instances/catalog/workloads/<id>.toml``), sorted."""
+    return sorted(p.stem for p in catalog_dir("workloads").glob("*.toml"))
+
+
+def _looks_like_path(id_or_path: str) -> bool:
+    return id_or_path.endswith(".toml") or "/" in id_or_path or "\\" in id_or_path
+
+
+@cache
+def load_workload(id_or_path: str) -> Workload:
+    """Load a workload by catalog id (``llama-3.1-70b``) or by path to a TOML file.
+
+    Raises:
+        InputError: unknown id (with a did-you-mean), unreadable file, or invalid content (naming
+            the file, the key path and the offending value).
+    """
+    if _looks_like_path(id_or_path):
+        path = Path(id_or_path)
+        return validate(Workload, load_toml(path), file=path)
+    path = catalog_dir("workloads") / f"{id_or_path}.toml"
+    if not path.is_file():
+        available = list_workloads()
+        raise InputError(
+            "unknown workload",
+            key="workload",
+            value=id_or_path,
+            expected="a catalog id (" + ", ".join(available) + ") or a path to a .toml file",
+            suggestion=did_you_mean(id_or_path, available),
+        )
+    workload = validate(Workload, load_toml(path), file=path)
+    if workload.id != id_or_path:
+        raise InputError(
+            "catalog file's id differs from its file name",
+            file=path,
+            key="id",
+            value=workload.id,
+            expected=repr(id_or_path),
+        )
+    return workload
+
+
+# --------------------------------------------------------------------------------------------------
+# Parameter counts
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    """Parameter counts of one decoder layer of each kind, for TP/PP/EP splits by the caller.
+
+    Attributes:
+        attention: all attention weights of one layer: q, k, v, o (GQA) or the MLA down/up
+            projections, o, and the norms inside attention (MLA latent norms, per-head q/k norms).
+        attention_norms: the part of ``attention`` that is norm vectors (not matmul weights).
+        dense_mlp: one dense MLP of width ``ffn_hidden_size`` (0 when no layer is dense).
+        routed_expert: one routed expert (0 without MoE).
+        routed_experts: all routed experts of one MoE layer.
+        shared_experts: all shared experts of one MoE layer.
+        router: the router (gate) matrix of one MoE layer.
+        layer_norms: the two RMSNorm vectors of every layer (pre-attention and pre-MLP).
+        dense_layers: number of layers with a dense MLP.
+        moe_layers: number of layers with an MoE block.
+    """
+
+    attention: int
+    attention_norms: int
+    dense_mlp: int
+    routed_expert: int
+    routed_experts: int
+    shared_experts: int
+    router: int
+    layer_norms: int
+    dense_layers: int
+    moe_layers: int
+
+    @property
+    def attention_matmul(self) -> int:
+        """Attention weights that are matrices (applied to every token)."""
+        return self.attention - self.attention_norms
+
+
+def _mlp_params(w: Workload, width: int) -> int:
+    """Weights of one MLP of intermediate width ``width``: gate, up, down (gated) or up, down."""
+    matrices = GATED_MLP_MATRICES if w.mlp_gated else PLAIN_MLP_MATRICES
+    return matrices * w.hidden_size * width
+
+
+def _attention_params(w: Workload) -> tuple[int, int]:
+    """(all attention parameters of one layer, the part that is norm vectors)."""
+    h, heads = w.hidden_size, w.num_attention_heads
+    if w.mla is not None:
+        m = w.mla
+        qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank is None:
+            q = h * heads * qk_head  # q_proj
+            q_norm = 0
+        else:
+            q = h * m.q_lora_rank + m.q_lora_rank * heads * qk_head  # q_a_proj, q_b_proj
+            q_norm = m.q_lora_rank  # q_a_layernorm
+        kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim)  # kv_a_proj_with_mqa
+        kv_up = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)  # kv_b_proj
+        out = heads * m.v_head_dim * h  # o_proj
+        norms = q_norm + m.kv_lora_rank  # + kv_a_layernorm
+        return q + kv_down + kv_up + out + norms, norms
+    q = h * heads * w.head_dim
+    kv = 2 * h * w.num_kv_heads * w.head_dim
+    out = heads * w.head_dim * h
+    norms = 2 * w.head_dim if w.qk_norm else 0  # per-head RMSNorm weights on q and k (Qwen3)
+    return q + kv + out + norms, norms
+
+
+def layer_weight_params(w: Workload) -> LayerParams:
+    """Per-layer named parameter counts (see :class:`LayerParams`)."""
+    attention, attention_norms = _attention_params(w)
+    moe_layers = w.moe_layers
+    dense_layers = w.dense_layers
+    if w.moe is None:
+        routed_expert = routed_experts = shared = router = 0
+    else:
+        routed_expert = _mlp_params(w, w.moe.expert_ffn_hidden_size)
+        routed_experts = w.moe.num_experts * routed_expert
+        shared = w.moe.num_shared_experts * _mlp_params(w, w.moe.shared_expert_ffn_hidden_size)
+        router = w.hidden_size * w.moe.num_experts
+    return LayerParams(
+        attention=attention,
+        attention_norms=attention_norms,
+        dense_mlp=_mlp_params(w, w.ffn_hidden_size) if dense_layers else 0,
+        routed_expert=routed_expert,
+        routed_experts=routed_experts,
+        shared_experts=shared,
+        router=router,
+        layer_norms=NORMS_PER_LAYER * w.hidden_size,
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    """Whole-model parameter counts by component.
+
+    ``total`` is the sum of the components; ``active`` is what one token uses: ``total`` minus the
+    (num_experts − top_k) routed experts it skips in every MoE layer.
+    """
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_mlp: int
+    routed_experts: int
+    shared_experts: int
+    router: int
+    norms: int
+    total: int
+    active: int
+
+
+def param_counts(w: Workload) -> ParamCounts:
+    """Parameter counts of ``w``, every weight matrix and norm vector included (biases excluded)."""
+    lp = layer_weight_params(w)
+    embedding = w.vocab_size * w.hidden_size
+    lm_head = 0 if w.tied_embeddings else w.vocab_size * w.hidden_size
+    attention = w.num_layers * lp.attention
+    dense_mlp = lp.dense_layers * lp.dense_mlp
+    routed = lp.moe_layers * lp.routed_experts
+    shared = lp.moe_layers * lp.shared_experts
+    router = lp.moe_layers * lp.router
+    norms = w.num_layers * lp.layer_norms + w.hidden_size  # + final norm before the LM head
+    total = embedding + lm_head + attention + dense_mlp + routed + shared + router + norms
+    unused = (
+        0 if w.moe is None else lp.moe_layers * (w.moe.num_experts - w.moe.top_k) * lp.routed_expert
+    )
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=dense_mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=norms,
+        total=total,
+        active=total - unused,
+    )
+
+
+def weight_bytes(w: Workload, weight_bytes_per_param: ArrayLike) -> FloatArray:
+    """Bytes of all weights: total parameters × ``weight_bytes_per_param`` (B/param)."""
+    return _out(param_counts(w).total * _arr(weight_bytes_per_param, "weight_bytes_per_param"))
+
+
+# --------------------------------------------------------------------------------------------------
+# KV cache
+# --------------------------------------------------------------------------------------------------
+
+
+def _kv_elements_per_token_layer(w: Workload) -> int:
+    """KV-cache elements one token stores in one layer: 2·kv_heads·head_dim (GQA) or the MLA latent."""
+    if w.mla is not None:
+        return w.mla.kv_lora_rank + w.mla.qk_rope_head_dim
+    return 2 * w.num_kv_heads * w.head_dim
+
+
+def kv_cache_bytes_per_token(w: Workload, bytes_per_element: ArrayLike) -> FloatArray:
+    """KV-cache bytes one token adds over all layers, before any sliding-window eviction.
+
+    = num_layers · e · bytes_per_element, where e = 2·kv_heads·head_dim (GQA) or
+    kv_lora_rank + qk_rope_head_dim (MLA: the compressed latent and the shared RoPE key are cached).
+    This is also the bytes every new token writes (sliding-window layers write it and evict the
+    oldest entry); :func:`kv_cache_bytes` applies the window cap to what is held.
+    """
+    bpe = _arr(bytes_per_element, "bytes_per_element")
+    return _out(w.num_layers * _kv_elements_per_token_layer(w) * bpe)
+
+
+def kv_cache_bytes(
+    w: Workload, context_tokens: ArrayLike, bytes_per_element: ArrayLike
+) -> FloatArray:
+    """KV-cache bytes held for one sequence of ``context_tokens`` tokens.
+
+    = e · bytes_per_element · [(L − S)·c + S·min(c, W)], where L = num_layers, S = sliding-window
+    layers, W = window, c = context_tokens, e = elements per token and layer (see
+    :func:`kv_cache_bytes_per_token`). A sliding-window layer holds the last W tokens.
+    """
+    c = _arr(context_tokens, "context_tokens")
+    bpe = _arr(bytes_per_element, "bytes_per_element")
+    full, slid, window = _layer_split(w)
+    held_tokens = full * c + (slid * np.minimum(c, window) if slid else 0.0)
+    return _out(_kv_elements_per_token_layer(w) * bpe * held_tokens)
+
+
+# --------------------------------------------------------------------------------------------------
+# Routing
+# --------------------------------------------------------------------------------------------------
+
+
+def expected_experts_touched(
+    num_experts: ArrayLike, top_k: ArrayLike, tokens: ArrayLike
+) -> FloatArray:
+    """Expected number of distinct routed experts selected by ``tokens`` tokens in one MoE layer.
+
+    E·(1 − (1 − k/E)^t): each token picks k of E experts; under uniform, independent routing a given
+    expert is missed by one token with probability 1 − k/E and by all t tokens with (1 − k/E)^t.
+    The value is ≤ min(E, t·k) (Bernoulli's inequality), 0 at t = 0, and non-decreasing in t.
+    Assumption: uniform routing; real routers are skewed and touch fewer experts.
+    """
+    e = _arr(num_experts, "num_experts")
+    k = _arr(top_k, "top_k")
+    t = _arr(tokens, "tokens")
+    if np.any(e <= 0) or np.any(k > e):
+        raise ValueError("need num_experts > 0 and top_k <= num_experts")
+    return _out(e * (1.0 - np.power(1.0 - k / e, t)))
+
+
+# --------------------------------------------------------------------------------------------------
+# One forward step
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepCosts:
+    """FLOPs and bytes of one forward pass of the whole model (all layers, one device, no parallelism).
+
+    Each field is a named term (float or numpy array, broadcast over the step's arguments); the
+    properties are their sums. Bytes are DRAM traffic assuming no reuse across steps and perfect
+    reuse within a step (every weight read once per step); activations are not counted.
+    """
+
+    flops_attn_proj: FloatArray
+    flops_attn_score: FloatArray
+    flops_mlp_dense: FloatArray
+    flops_moe_routed: FloatArray
+    flops_moe_shared: FloatArray
+    flops_router: FloatArray
+    flops_lm_head: FloatArray
+    bytes_w_attn: FloatArray
+    bytes_w_mlp_dense: FloatArray
+    bytes_w_moe_routed: FloatArray
+    bytes_w_moe_shared: FloatArray
+    bytes_w_router: FloatArray
+    bytes_w_norms: FloatArray
+    bytes_w_embed_head: FloatArray
+    bytes_kv_read: FloatArray
+    bytes_kv_write: FloatArray
+    tokens: FloatArray
+    moe_layers: int
+    dense_layers: int
+
+    @property
+    def flops(self) -> FloatArray:
+        """All FLOPs of the step: the sum of the ``flops_*`` terms."""
+        return (
+            self.flops_attn_proj
+            + self.flops_attn_score
+            + self.flops_mlp_dense
+            + self.flops_moe_routed
+            + self.flops_moe_shared
+            + self.flops_router
+            + self.flops_lm_head
+        )
+
+    @property
+    def bytes_weights(self) -> FloatArray:
+        """Weight bytes read by the step: the sum of the ``bytes_w_*`` terms."""
+        return (
+            self.bytes_w_attn
+            + self.bytes_w_mlp_dense
+            + self.bytes_w_moe_routed
+            + self.bytes_w_moe_shared
+            + self.bytes_w_router
+            + self.bytes_w_norms
+            + self.bytes_w_embed_head
+        )
+
+    @property
+    def bytes_total(self) -> FloatArray:
+        """Weights plus KV-cache reads and writes."""
+        return self.bytes_weights + self.bytes_kv_read + self.bytes_kv_write
+
+
+def _attended_pairs(
+    new_tokens: npt.NDArray[np.float64], context: npt.NDArray[np.float64], window: float
+) -> npt.NDArray[np.float64]:
+    """Causal (query, key) pairs of one sequence and layer: Σ_{j=c+1}^{c+n} min(j, W).
+
+    New token j (1-based absolute position) attends to itself and the j − 1 tokens before it, capped
+    at the window W (``math.inf`` for full attention). With F(m) = Σ_{j=1}^{m} min(j, W)
+    = min(m, W)·(min(m, W) + 1)/2 + W·max(m − W, 0), the sum is F(c + n) − F(c).
+    Full attention: n·c + n·(n + 1)/2 (decode, n = 1: c + 1; prefill, c = 0: the triangle n(n+1)/2).
+    """
+
+    def prefix(m: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        capped = np.minimum(m, window)
+        beyond = np.maximum(m - window, 0.0) * window if math.isfinite(window) else 0.0
+        return capped * (capped + 1.0) / 2.0 + beyond
+
+    return prefix(context + new_tokens) - prefix(context)
+
+
+def _layer_split(w: Workload) -> tuple[int, int, float]:
+    """(full-attention layers, sliding-window layers, window or inf)."""
+    if w.sliding_window is None:
+        return w.num_layers, 0, math.inf
+    return w.num_layers - w.sliding_window_layers, w.sliding_window_layers, float(w.sliding_window)
+
+
+def _score_flops_per_pair(w: Workload, absorbed: npt.NDArray[np.bool_] | bool) -> FloatArray:
+    """FLOPs of QK^T plus score·V for one (query, key) pair in one layer, over all query heads.
+
+    GQA: 2·heads·head_dim + 2·heads·head_dim (Chinchilla App. F).
+    MLA naive (keys/values decompressed): 2·heads·(nope + rope) + 2·heads·v_head_dim.
+    MLA absorbed (W_UK folded into q, W_UV into o; attend over the latent):
+    2·heads·(kv_lora + rope) + 2·heads·kv_lora (DeepSeek-V2 report, §2.1.2, "absorb").
+    """
+    heads = w.num_attention_heads
+    if w.mla is None:
+        return np.float64(2 * FLOPS_PER_MAC * heads * w.head_dim)
+    m = w.mla
+    naive = FLOPS_PER_MAC * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    latent = FLOPS_PER_MAC * heads * (m.kv_lora_rank + m.qk_rope_head_dim + m.kv_lora_rank)
+    return np.where(absorbed, float(latent), float(naive))
+
+
+def step_costs(
+    w: Workload,
+    *,
+    batch: ArrayLike,
+    new_tokens: ArrayLike,
+    context: ArrayLike,
+    weight_bytes_per_param: ArrayLike,
+    kv_bytes_per_element: ArrayLike,
+) -> StepCosts:
+    """Cost of one forward pass of the whole model over ``batch`` sequences.
+
+    Each sequence adds ``new_tokens`` tokens on top of ``context`` cached tokens (decode:
+    new_tokens = 1; prefill: new_tokens = prompt length, context = 0; chunked prefill: both > 0).
+    With T = batch·new_tokens tokens, L layers, L_d dense and L_m MoE layers:
+
+    * flops_attn_proj = 2·T·L·P_attn, P_attn the attention matrices of one layer (MLA: the down/up
+      projections; the absorbed form multiplies the same number of weights per token).
+    * flops_attn_score = batch · Σ_layers pairs(layer) · f_pair, pairs from :func:`_attended_pairs`
+      (causal triangle in prefill, window cap on sliding layers), f_pair from
+      :func:`_score_flops_per_pair`. MLA uses the absorbed form whenever cached context is attended
+      (context > 0) and the naive, decompressed form for a pure prefill (context = 0).
+    * flops_mlp_dense = 2·T·L_d·P_mlp; flops_moe_routed = 2·T·L_m·top_k·P_expert;
+      flops_moe_shared = 2·T·L_m·P_shared; flops_router = 2·T·L_m·hidden·E.
+    * flops_lm_head = 2·batch·hidden·vocab: logits for the last new token of each sequence only
+      (decode: every new token; prefill: the last prompt token). Speculative verification, which
+      needs logits at every new position, is not modelled.
+    * bytes_w_* = parameters read × weight_bytes_per_param; every weight is read once per step,
+      except routed experts: per MoE layer only the expected distinct experts touched by T tokens
+      (:func:`expected_experts_touched`), and the embedding table: only min(T, vocab) gathered rows
+      (the LM-head matrix is read whole; with tied embeddings the two reads are still counted apart).
+    * bytes_kv_read = batch · kv_cache_bytes(context); bytes_kv_write = T · kv_cache_bytes_per_token.
+      The new tokens' own keys/values are consumed on chip and not re-read.
+
+    Args:
+        w: the workload.
+        batch: sequences in the step (≥ 0).
+        new_tokens: tokens each sequence adds (≥ 0).
+        context: tokens already cached per sequence (≥ 0).
+        weight_bytes_per_param: B/param of the weights (e.g. 2 for bf16, 0.5 for 4-bit).
+        kv_bytes_per_element: B/element of the KV cache.
+    """
+    b = _arr(batch, "batch")
+    n = _arr(new_tokens, "new_tokens")
+    c = _arr(context, "context")
+    wb = _arr(weight_bytes_per_param, "weight_bytes_per_param")
+    kvb = _arr(kv_bytes_per_element, "kv_bytes_per_element")
+    lp = layer_weight_params(w)
+    t = b * n
+    mac = float(FLOPS_PER_MAC)
+
+    full, slid, window = _layer_split(w)
+    pairs = full * _attended_pairs(n, c, math.inf)
+    if slid:
+        pairs = pairs + slid * _attended_pairs(n, c, window)
+    score = b * pairs * _score_flops_per_pair(w, c > 0)
+
+    if w.moe is None:
+        touched = np.zeros_like(t)
+        top_k = 0
+    else:
+        touched = expected_experts_touched(w.moe.num_experts, w.moe.top_k, t)
+        top_k = w.moe.top_k
+    embed_rows = np.minimum(t, float(w.vocab_size))
+    head_params = w.vocab_size * w.hidden_size
+
+    shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape)
+
+    def fit(x: Any) -> FloatArray:
+        """Broadcast a term to the step's common shape (constant terms included)."""
+        return _out(np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy())
+
+    return StepCosts(
+        flops_attn_proj=fit(mac * t * w.num_layers * lp.attention_matmul),
+        flops_attn_score=fit(score),
+        flops_mlp_dense=fit(mac * t * lp.dense_layers * lp.dense_mlp),
+        flops_moe_routed=fit(mac * t * lp.moe_layers * top_k * lp.routed_expert),
+        flops_moe_shared=fit(mac * t * lp.moe_layers * lp.shared_experts),
+        flops_router=fit(mac * t * lp.moe_layers * lp.router),
+        flops_lm_head=fit(mac * b * head_params),
+        bytes_w_attn=fit(wb * w.num_layers * lp.attention),
+        bytes_w_mlp_dense=fit(wb * lp.dense_layers * lp.dense_mlp),
+        bytes_w_moe_routed=fit(wb * lp.moe_layers * touched * lp.routed_expert),
+        bytes_w_moe_shared=fit(wb * lp.moe_layers * lp.shared_experts),
+        bytes_w_router=fit(wb * lp.moe_layers * lp.router),
+        bytes_w_norms=fit(wb * (w.num_layers * lp.layer_norms + w.hidden_size)),
+        bytes_w_embed_head=fit(wb * (head_params + embed_rows * w.hidden_size)),
+        bytes_kv_read=fit(b * kv_cache_bytes(w, c, kvb)),
+        bytes_kv_write=fit(t * kv_cache_bytes_per_token(w, kvb)),
+        tokens=fit(t),
+        moe_layers=lp.moe_layers,
+        dense_layers=lp.dense_layers,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Array helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _arr(x: ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    """``x`` as a float64 array; a negative or non-finite entry is a programming error."""
+    a = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"{name} must be finite and non-negative, got {x!r}")
+    return a
+
+
+def _out(x: Any) -> FloatArray:
+    """A numpy float64 scalar for 0-d results, otherwise the float64 array itself."""
+    a = np.asarray(x, dtype=np.float64)
+    return a[()] if a.ndim == 0 else a

@@ -89,7 +89,7 @@ class CatalogEntry(StrictData):
     def _assumptions_name_a_key(cls, value: list[str]) -> list[str]:
         """Each assumption reads ``"<key>: <reason>"`` and ``<key>`` is a field of this schema."""
         for entry in value:
-            head, sep, reason = entry.partition(":")
+            _, sep, reason = entry.partition(":")
             key = _assumed_key(entry)
             if not sep or not reason.strip() or key not in cls.model_fields:
                 hint = did_you_mean(key, cls.model_fields) if key else None
@@ -120,7 +120,7 @@ class Chip(CatalogEntry):
     scale_out_interconnect: str = Field(min_length=1)
     scale_out_bandwidth_GBps_per_direction: float = Field(gt=0)
     host_link_bandwidth_GBps_per_direction: float = Field(gt=0)
-    assumptions: list[str] = []
+    assumptions: list[str] = Field(default_factory=list)
 
     @field_validator("peak_dense_TFLOPS")
     @classmethod
@@ -191,7 +191,7 @@ class MemoryTechnology(CatalogEntry):
     max_stack_height_um: float | None = Field(default=None, gt=0)
     banks_per_die: int = Field(gt=0)
     access_latency_ns: float = Field(gt=0)
-    assumptions: list[str] = []
+    assumptions: list[str] = Field(default_factory=list)
 
     @field_validator("tsv_pitch_um", "die_thickness_um")
     @classmethod
@@ -235,7 +235,7 @@ class Interconnect(CatalogEntry):
     energy_scope: str = Field(min_length=1)  # e.g. "one link", "GPU to GPU through one switch"
     bandwidth_density_GBps_per_mm: float | None = Field(default=None, gt=0)
     bandwidth_density_GBps_per_mm2: float | None = Field(default=None, gt=0)
-    assumptions: list[str] = []
+    assumptions: list[str] = Field(default_factory=list)
 
     @property
     def bandwidth_Bps_per_direction(self) -> float:
@@ -284,7 +284,7 @@ class Appliance(CatalogEntry):
     tiers: list[ApplianceTier] = Field(min_length=1)
     latency_ns: float = Field(gt=0)
     energy_pJ_per_bit: ApplianceEnergy
-    assumptions: list[str] = []
+    assumptions: list[str] = Field(default_factory=list)
 
     @field_validator("tiers")
     @classmethod
@@ -295,7 +295,9 @@ class Appliance(CatalogEntry):
         pooled = info.data.get("pooled_capacity_TB")
         total = sum(tier.capacity_TB for tier in value)
         if pooled is not None and not math.isclose(total, pooled, rel_tol=CAPACITY_SUM_REL_TOL):
-            raise ValueError(f"tier capacities add up to {total} TB, not pooled_capacity_TB = {pooled}")
+            raise ValueError(
+                f"tier capacities add up to {total} TB, not pooled_capacity_TB = {pooled}"
+            )
         return value
 
     @property
@@ -326,7 +328,9 @@ def path_energy_pJ_per_bit(appliance: Appliance, medium: Medium, switches: int) 
     arXiv 2507.14000: one-switch electrical 65+35+65 = 165, photonic 5+25+5 = 35).
     """
     if isinstance(switches, bool) or not isinstance(switches, int) or switches < 0:
-        raise InputError("switch count must be a non-negative integer", key="switches", value=switches)
+        raise InputError(
+            "switch count must be a non-negative integer", key="switches", value=switches
+        )
     energy = _path_energy(appliance, medium)
     return 2 * energy.adapter + switches * energy.switch
 
@@ -393,8 +397,13 @@ def _load(model: type[E], kind: str, id_or_path: str | Path) -> E:
     path = (catalog_dir(kind) / f"{id_or_path}.toml").resolve()
     entry = _load_file(model, path)
     if entry.id != id_or_path:
-        raise InputError("id does not match the file name", file=path, key="id", value=entry.id,
-                         expected=repr(id_or_path))
+        raise InputError(
+            "id does not match the file name",
+            file=path,
+            key="id",
+            value=entry.id,
+            expected=repr(id_or_path),
+        )
     return entry
 
 
@@ -447,11 +456,23 @@ def check_references() -> None:
     for chip_id in list_ids("chips"):
         chip = load_chip(chip_id)
         file = str(catalog_dir("chips") / f"{chip_id}.toml")
-        _require_id("memory", memory_ids, chip.memory_technology, file=file, key="memory_technology")
-        _require_id("interconnects", link_ids, chip.scale_up_interconnect, file=file,
-                    key="scale_up_interconnect")
-        _require_id("interconnects", link_ids, chip.scale_out_interconnect, file=file,
-                    key="scale_out_interconnect")
+        _require_id(
+            "memory", memory_ids, chip.memory_technology, file=file, key="memory_technology"
+        )
+        _require_id(
+            "interconnects",
+            link_ids,
+            chip.scale_up_interconnect,
+            file=file,
+            key="scale_up_interconnect",
+        )
+        _require_id(
+            "interconnects",
+            link_ids,
+            chip.scale_out_interconnect,
+            file=file,
+            key="scale_out_interconnect",
+        )
         up_kind = links[chip.scale_up_interconnect].kind
         allowed_up = ("host",) if chip.scale_up_domain_size == 1 else ("scale-up", "host")
         if up_kind not in allowed_up:
@@ -460,7 +481,8 @@ def check_references() -> None:
                 file=file,
                 key="scale_up_interconnect",
                 value=chip.scale_up_interconnect,
-                expected="an interconnect of kind " + " or ".join(allowed_up)
+                expected="an interconnect of kind "
+                + " or ".join(allowed_up)
                 + (" (scale_up_domain_size is 1)" if chip.scale_up_domain_size == 1 else ""),
             )
         out_kind = links[chip.scale_out_interconnect].kind
@@ -477,5 +499,10 @@ def check_references() -> None:
         appliance = load_appliance(appliance_id)
         file = str(catalog_dir("appliances") / f"{appliance_id}.toml")
         for i, tier in enumerate(appliance.tiers):
-            _require_id("memory", memory_ids, tier.memory_technology, file=file,
-                        key=f"tiers[{i}].memory_technology")
+            _require_id(
+                "memory",
+                memory_ids,
+                tier.memory_technology,
+                file=file,
+                key=f"tiers[{i}].memory_technology",
+            )

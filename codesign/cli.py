@@ -98,8 +98,11 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
         _emit_json(rows)
         return
     t = Table(title="named instances")
-    for col in ("name", "workload(s)", "objective", "decisions", "space size"):
-        t.add_column(col, justify="right" if col in ("decisions", "space size") else "left")
+    t.add_column("name", no_wrap=True)
+    t.add_column("workload(s)")
+    t.add_column("objective", no_wrap=True)
+    t.add_column("decisions", justify="right")
+    t.add_column("space size", justify="right", no_wrap=True)
     for r in rows:
         t.add_row(r["name"], ", ".join(r["workloads"]), r["objective"], str(r["decisions"]), f"{r['space_size']:.3e}")
     out.print(t)

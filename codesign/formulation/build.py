@@ -1,0 +1,288 @@
+"""The recipe: decision encodings -> constraint families -> objective (formulations/codesign.md).
+
+``build(inst)`` compiles the analytical model of an instance into a solver-neutral MIP that is
+exact on the finite design space:
+
+1. ``add_hardware_choice``: one-hot x_h over the hardware designs that pass every hardware-only
+   constraint (thermal junction, appliance ports, power/area/temperature budgets) — removing a
+   design that violates a constraint involving it alone is exact.
+2. ``add_schedule_choice``: per workload, one-hot y_s over the layouts that satisfy the
+   divisibility rules (the schedule table holds only those) and fit the largest local memory.
+3. ``add_memory_capacity``, ``add_slos``, ``add_energy_budget``: per-workload constraint
+   families, each the model's form compiled by :func:`compile_form`.
+4. ``add_objective``: Σ_w weight_w × metric_w (minimised).
+
+Every form is Σ a(S)·h(H) + Σ max(...): products become exact disaggregated expressions
+(:func:`linearize.product`), maxes epigraph variables (exact because they are only minimised or
+bounded above). Each form is expressed in its own unit (its value at the baseline design) so that
+coefficients stay near 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.formulation import linearize as lin
+from codesign.formulation.mip import MIP
+from codesign.instance import Instance
+from codesign.model.evaluate import (
+    Constraint,
+    Form,
+    constraints,
+    eval_form,
+    objective_terms,
+    workload_forms,
+)
+from codesign.space import Tables, build_tables, design_of
+
+
+@dataclass
+class Compiled:
+    """A built MIP and what is needed to read a design back from its solution."""
+
+    inst: Instance
+    tables: Tables
+    mip: MIP
+    hw_rows: np.ndarray  # hardware-table row of each x variable
+    x: np.ndarray  # variable indices of x
+    sched_rows: dict[str, np.ndarray]
+    y: dict[str, np.ndarray]
+    objective_unit: float  # internal objective = MIP objective x objective_unit
+    pruned: dict[str, int] = field(default_factory=dict)
+    empty_reason: str | None = None
+
+    def decode(self, values: np.ndarray) -> dict[str, Any]:
+        """Design named by a solution vector (binaries read through one tolerance)."""
+        h = self.hw_rows[_chosen(values[self.x])]
+        s = {w: int(self.sched_rows[w][_chosen(values[idx])]) for w, idx in self.y.items()}
+        return design_of(self.inst, self.tables, int(h), s)
+
+
+#: a binary counts as chosen when its value exceeds this (solvers return 1 ± 1e-6)
+BINARY_ON = 0.5
+
+
+def _chosen(vals: np.ndarray) -> int:
+    on = np.flatnonzero(vals > BINARY_ON)
+    if len(on) != 1:
+        raise ValueError(f"one-hot has {len(on)} chosen values")
+    return int(on[0])
+
+
+def _hardware_ok(inst: Instance, tables: Tables, cons: list[Constraint]) -> np.ndarray:
+    hw = tables.hw
+    ok = np.ones(hw.size, dtype=bool)
+    for c in cons:
+        if c.workload is None:
+            lhs = eval_form(c.form, hw, None)[:, 0]
+            rhs = c.rhs + (hw.column(c.rhs_hw) if c.rhs_hw else 0.0)
+            ok &= lhs <= rhs
+    return ok
+
+
+def compile_form(mip: MIP, name: str, form: Form, comp: Compiled, workload: str, unit: float) -> lin.Expr:
+    """Exact linear expression of form/unit over the one-hots (products + epigraph maxes)."""
+    hw = comp.tables.hw
+    st = comp.tables.scheds[workload]
+    srows = comp.sched_rows[workload]
+    y = comp.y[workload]
+
+    def prod(p) -> lin.Expr:
+        a = st.column(p.sched)[srows]
+        h = hw.column(p.hw)[comp.hw_rows]
+        return lin.product(mip, f"{name}:{p.name}", a, y, h, comp.x, unit)
+
+    parts = [prod(p) for p in form.linear]
+    for g, group in enumerate(form.maxes):
+        exprs = [prod(p) for p in group]
+        exprs = [e for e in exprs if len(e[0])]
+        if not exprs:
+            continue
+        if len(exprs) == 1:
+            parts.append(exprs[0])
+            continue
+        ub = max(mip.row_bounds(*e)[1] for e in exprs)
+        parts.append(lin.epigraph_max(mip, f"{name}:max{g}", exprs, ub))
+    return lin.add(*parts) if parts else lin.empty()
+
+
+def _unit(value: float) -> float:
+    return value if np.isfinite(value) and value > 0 else 1.0
+
+
+def build(inst: Instance, tables: Tables | None = None) -> Compiled:
+    """Compile ``inst`` into an exact MIP (see module docstring)."""
+    tables = tables or build_tables(inst)
+    mip = MIP(name=inst.name)
+    cons = constraints(inst, tables.hw, tables.scheds)
+    comp = Compiled(inst, tables, mip, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}, {}, 1.0)
+    add_hardware_choice(comp, cons)
+    add_schedule_choice(comp)
+    if comp.empty_reason:
+        return comp
+    base = _baseline_units(inst, tables)
+    for c in cons:
+        if c.workload is None:
+            continue
+        if c.name.startswith("memory-capacity"):
+            add_memory_capacity(comp, c)
+        else:
+            add_form_upper(comp, c, base.get((c.workload, c.name), 1.0))
+    add_objective(comp, base)
+    return comp
+
+
+def add_hardware_choice(comp: Compiled, cons: list[Constraint]) -> None:
+    """x_h: one hardware design among those meeting every hardware-only constraint and not
+    dominated by another (see :func:`nondominated`)."""
+    ok = _hardware_ok(comp.inst, comp.tables, cons)
+    comp.pruned["hardware"] = int((~ok).sum())
+    rows = np.flatnonzero(ok)
+    costs, gains = hardware_columns(comp.inst, comp.tables, cons)
+    hw = comp.tables.hw
+    keep = nondominated(
+        np.column_stack([hw.column(c)[rows] for c in costs]) if costs else np.zeros((len(rows), 0)),
+        np.column_stack([hw.column(c)[rows] for c in gains]) if gains else np.zeros((len(rows), 0)),
+    )
+    comp.pruned["hardware-dominated"] = int(len(rows) - keep.sum())
+    comp.hw_rows = rows[keep]
+    if len(comp.hw_rows) == 0:
+        comp.empty_reason = "no hardware design meets the hardware-only constraints"
+        return
+    comp.x = lin.onehot(comp.mip, "hw", [str(int(r)) for r in comp.hw_rows])
+
+
+def hardware_columns(inst: Instance, tables: Tables, cons: list[Constraint]) -> tuple[list[str], list[str]]:
+    """Hardware columns the per-workload forms use: ``costs`` (every form grows with them) and
+    ``gains`` (right-hand sides such as capacity: larger is better)."""
+    costs: set[str] = set()
+    gains: set[str] = set()
+    for c in cons:
+        if c.workload is None:
+            continue
+        costs.update(p.hw for p in c.form.products if p.hw != "one")
+        if c.rhs_hw:
+            gains.add(c.rhs_hw)
+    for w, metric, _ in objective_terms(inst):
+        spec = next(x for x in inst.workloads if x.name == w)
+        form = workload_forms(tables.scheds[w], spec.precision)[metric]
+        costs.update(p.hw for p in form.products if p.hw != "one")
+    return sorted(costs), sorted(gains)
+
+
+def nondominated(costs: np.ndarray, gains: np.ndarray) -> np.ndarray:
+    """Mask of rows not dominated by another row (a skyline).
+
+    Row j dominates row i when costs[j] <= costs[i] and gains[j] >= gains[i] everywhere and the
+    rows differ (identical rows: the first is kept). Every per-workload form is a sum of
+    products a(S)·h(H) with a >= 0 and maxima of such products, compared with right-hand sides
+    from ``gains``; so any schedule feasible on i is feasible on j with no larger objective, and
+    removing i keeps the optimum (an exact presolve).
+
+    Rows are visited in lexicographic order, so every dominator of a row comes before it; a row
+    is kept when no kept row dominates it (transitivity covers dominated dominators).
+    """
+    n = len(costs)
+    f = np.column_stack([costs, -gains]) if gains.size else np.asarray(costs, dtype=float)
+    keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        return keep
+    if f.shape[1] == 0:
+        keep[0] = True
+        return keep
+    order = np.lexsort(f.T[::-1])
+    sky = np.empty((0, f.shape[1]))
+    for i in order:
+        row = f[i]
+        if len(sky) and np.any(np.all(sky <= row, axis=1)):
+            continue  # dominated by (or identical to) a kept row
+        sky = np.vstack([sky, row])
+        keep[i] = True
+    return keep
+
+
+def add_schedule_choice(comp: Compiled) -> None:
+    """y_{w,s}: one layout per workload among the structurally feasible ones that fit the largest
+    local memory of the remaining hardware designs."""
+    if comp.empty_reason:
+        return
+    cap = comp.tables.hw.features["capacity_B"][comp.hw_rows].max()
+    pool_cap = comp.tables.hw.features["pool_capacity_B"][comp.hw_rows].max()
+    for w in comp.inst.workloads:
+        st = comp.tables.scheds[w.name]
+        if st.size == 0:
+            comp.empty_reason = f"workload {w.name}: no layout satisfies the divisibility rules"
+            return
+        fits = st.features["memory_local_B"] <= cap
+        if comp.inst.system.appliance:
+            fits &= st.features["memory_pool_B"] <= pool_cap
+        rows = np.flatnonzero(fits)
+        comp.pruned[f"schedule[{w.name}]"] = int(st.size - len(rows))
+        if len(rows) == 0:
+            comp.empty_reason = f"workload {w.name}: no layout fits in memory"
+            return
+        comp.sched_rows[w.name] = rows
+        comp.y[w.name] = lin.onehot(comp.mip, f"sched[{w.name}]", [str(int(r)) for r in rows])
+
+
+def add_memory_capacity(comp: Compiled, c: Constraint) -> None:
+    """Σ_s m_s y_s <= Σ_h cap_h x_h   (linear in both one-hots; row ``<constraint name>``)."""
+    st = comp.tables.scheds[c.workload]
+    rows = comp.sched_rows[c.workload]
+    (p,) = c.form.linear
+    m = st.column(p.sched)[rows]
+    cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]
+    unit = _unit(float(cap.max()))
+    idx = np.concatenate([comp.y[c.workload], comp.x])
+    val = np.concatenate([m / unit, -cap / unit])
+    comp.mip.add_row(c.name, idx, val, ub=0.0)
+
+
+def add_form_upper(comp: Compiled, c: Constraint, unit: float) -> None:
+    """form(S, H) <= rhs: SLOs and per-workload budgets (row ``<constraint name>``)."""
+    idx, val = compile_form(comp.mip, c.name, c.form, comp, c.workload, unit)
+    comp.mip.add_row(c.name, idx, val, ub=c.rhs / unit)
+
+
+def add_objective(comp: Compiled, base: dict) -> None:
+    """minimise Σ_w weight_w × metric_w, each metric in its baseline unit."""
+    inst = comp.inst
+    parts = []
+    total_unit = 0.0
+    for w, metric, weight in objective_terms(inst):
+        total_unit += weight * base.get((w, metric), 1.0)
+    total_unit = _unit(total_unit)
+    for w, metric, weight in objective_terms(inst):
+        spec = next(x for x in inst.workloads if x.name == w)
+        form = workload_forms(comp.tables.scheds[w], spec.precision)[metric]
+        parts.append(compile_form(comp.mip, f"objective[{w}]", form, comp, w, total_unit / weight))
+    idx, val = lin.add(*parts)
+    comp.mip.set_objective(idx, val)
+    comp.objective_unit = total_unit
+
+
+def _baseline_units(inst: Instance, tables: Tables) -> dict[tuple[str, str], float]:
+    """Each workload metric's value at a representative design (its unit in the MIP)."""
+    from codesign.model.evaluate import WORKLOAD_METRICS
+
+    out: dict[tuple[str, str], float] = {}
+    hw = tables.hw
+    for w in inst.workloads:
+        st = tables.scheds[w.name]
+        forms = workload_forms(st, w.precision)
+        # the median over a sample of pairs is robust to infeasible extremes
+        rng = np.random.default_rng(0)
+        hr = rng.integers(0, hw.size, size=min(64, hw.size))
+        sr = rng.integers(0, st.size, size=min(64, st.size)) if st.size else np.zeros(0, dtype=int)
+        for m in WORKLOAD_METRICS:
+            vals = eval_form(forms[m], hw, st, hw_rows=hr, sched_rows=sr).ravel() if st.size else np.zeros(0)
+            vals = vals[np.isfinite(vals) & (vals > 0)]
+            out[(w.name, m)] = float(np.median(vals)) if len(vals) else 1.0
+        for c in constraints(inst, hw, tables.scheds):
+            if c.workload == w.name and not c.name.startswith("memory"):
+                metric = {"slo-tpot": "tpot_s", "slo-ttft": "ttft_s", "budget-energy-per-token": "energy_per_token_J"}[c.name.split("[")[0]]
+                out[(w.name, c.name)] = out[(w.name, metric)]
+    return out

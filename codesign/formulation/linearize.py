@@ -1,0 +1,137 @@
+"""Exact linearizations on finite domains, as small pure functions (formulations/codesign.md §2).
+
+Each function adds auxiliaries and rows to a :class:`~codesign.formulation.mip.MIP` and returns a
+linear expression ``(idx, val)``; none reads an instance. Every product is between a quantity
+selected by one one-hot (the schedule of a workload) and a quantity selected by another (the
+hardware design), so it is represented exactly by disaggregating one factor over the distinct
+values of the other (a convex-hull formulation, no big-M):
+
+    u = (Σ_s a_s y_s) · (Σ_h h_h x_h),   Σ y = Σ x = 1
+      = Σ_v v · A_v,   Σ_v A_v = Σ_s a_s y_s,   0 <= A_v <= a_max · Σ_{h: h_h = v} x_h
+
+With x one-hot, exactly one group v has Σ x = 1, forcing A_v = Σ a y and every other A_v = 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign.formulation.mip import MIP
+
+Expr = tuple[np.ndarray, np.ndarray]
+
+#: relative tolerance for "the same value" when grouping values of a factor
+SAME_VALUE_RTOL = 1e-12
+
+
+def empty() -> Expr:
+    return np.zeros(0, dtype=np.int64), np.zeros(0)
+
+
+def add(*exprs: Expr) -> Expr:
+    idx = np.concatenate([e[0] for e in exprs]) if exprs else np.zeros(0, dtype=np.int64)
+    val = np.concatenate([e[1] for e in exprs]) if exprs else np.zeros(0)
+    return idx, val
+
+
+def scale(e: Expr, k: float) -> Expr:
+    return e[0], e[1] * k
+
+
+def onehot(mip: MIP, name: str, labels: list[str]) -> np.ndarray:
+    """Binaries z_i, Σ z_i = 1 (row ``<name>-onehot``): choose exactly one value."""
+    idx = np.array([mip.add_binary(f"{name}[{lab}]") for lab in labels], dtype=np.int64)
+    mip.add_row(f"{name}-onehot", idx, np.ones(len(idx)), 1.0, 1.0)
+    return idx
+
+
+def groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values (up to SAME_VALUE_RTOL) and, per input, the index of its group."""
+    order = np.argsort(values, kind="stable")
+    v = values[order]
+    new = np.ones(len(v), dtype=bool)
+    finite = np.isfinite(v)
+    with np.errstate(invalid="ignore"):
+        same = np.abs(np.diff(v)) <= SAME_VALUE_RTOL * np.maximum(np.abs(v[1:]), np.abs(v[:-1]))
+    same |= (~finite[1:]) & (~finite[:-1]) & (v[1:] == v[:-1])
+    new[1:] = ~same
+    gid_sorted = np.cumsum(new) - 1
+    gid = np.empty(len(values), dtype=np.int64)
+    gid[order] = gid_sorted
+    reps = v[new]
+    return reps, gid
+
+
+def product(
+    mip: MIP,
+    name: str,
+    a: np.ndarray,
+    y: np.ndarray,
+    h: np.ndarray,
+    x: np.ndarray,
+    unit: float,
+) -> Expr:
+    """Linear expression equal to (Σ a·y)(Σ h·x) / unit for one-hot y and x (exact).
+
+    ``a`` >= 0 finite (schedule side), ``h`` >= 0 possibly +inf (hardware side; an infinite value
+    means the pair is impossible unless a = 0, and 0·inf counts as 0).
+    """
+    a = np.asarray(a, dtype=float)
+    h = np.asarray(h, dtype=float)
+    if np.any(a < 0) or np.any(h < 0):
+        raise ValueError(f"{name}: products are built for non-negative factors")
+    amax = float(a.max()) if len(a) else 0.0
+    if amax == 0.0:
+        return empty()
+    finite_h = np.isfinite(h)
+    if np.all(h[finite_h] == h[finite_h][0]) and finite_h.all():
+        return y, a * (h[0] / unit)  # hardware factor is a constant
+    if np.all(a == a[0]) and finite_h.all():
+        return x, h * (a[0] / unit)  # schedule factor is a constant
+    reps_h, gid_h = groups(h)
+    reps_a, gid_a = groups(a)
+    if np.isfinite(reps_h).all() and len(reps_a) < len(reps_h):
+        return _disaggregate(mip, f"{name}~s", reps_a, gid_a, y, h, x, unit)
+    return _disaggregate(mip, f"{name}~h", reps_h, gid_h, x, a, y, unit)
+
+
+def _disaggregate(
+    mip: MIP, name: str, reps: np.ndarray, gid: np.ndarray, sel: np.ndarray, other: np.ndarray, other_sel: np.ndarray, unit: float
+) -> Expr:
+    """u = Σ_v v·B_v with Σ_v B_v = Σ other·other_sel / omax and B_v <= Σ_{i in group v} sel_i."""
+    omax = float(other.max())
+    parts_idx, parts_val = [], []
+    b_idx = []
+    for g, v in enumerate(reps):
+        members = sel[gid == g]
+        if not np.isfinite(v):
+            # the selected group forbids any positive other factor: Σ other/omax·y <= 1 − Σ members
+            mip.add_row(
+                f"{name}[inf]-forbid",
+                np.concatenate([other_sel, members]),
+                np.concatenate([other / omax, np.ones(len(members))]),
+                ub=1.0,
+            )
+            continue
+        b = mip.add_var(f"{name}[{g}]", 0.0, 1.0)
+        b_idx.append(b)
+        mip.add_row(f"{name}[{g}]-link", np.concatenate([[b], members]), np.concatenate([[1.0], -np.ones(len(members))]), ub=0.0)
+        parts_idx.append(b)
+        parts_val.append(v * omax / unit)
+    mip.add_row(
+        f"{name}-sum",
+        np.concatenate([np.array(b_idx, dtype=np.int64), other_sel]),
+        np.concatenate([np.ones(len(b_idx)), -other / omax]),
+        0.0,
+        0.0,
+    )
+    return np.array(parts_idx, dtype=np.int64), np.array(parts_val, dtype=float)
+
+
+def epigraph_max(mip: MIP, name: str, exprs: list[Expr], ub: float) -> Expr:
+    """t >= each expression (rows ``<name>-ge[j]``); exact for a max that is minimised or bounded
+    above, which is how every max of the model enters (time and energy are never bounded below)."""
+    t = mip.add_var(name, 0.0, ub)
+    for j, (idx, val) in enumerate(exprs):
+        mip.add_row(f"{name}-ge[{j}]", np.concatenate([idx, [t]]), np.concatenate([val, [-1.0]]), ub=0.0)
+    return np.array([t], dtype=np.int64), np.array([1.0])

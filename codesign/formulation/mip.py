@@ -15,6 +15,18 @@ import numpy as np
 INF = math.inf
 
 
+def merge_terms(idx, val) -> tuple[np.ndarray, np.ndarray]:
+    """Sum coefficients of repeated variables (solvers reject or mishandle duplicate entries);
+    drop exact zeros."""
+    idx = np.asarray(idx, dtype=np.int64)
+    val = np.asarray(val, dtype=float)
+    uniq, inv = np.unique(idx, return_inverse=True)
+    summed = np.zeros(len(uniq))
+    np.add.at(summed, inv, val)
+    nz = summed != 0.0
+    return uniq[nz], summed[nz]
+
+
 @dataclass
 class Var:
     name: str
@@ -72,21 +84,22 @@ class MIP:
         return self.add_var(name, 0.0, 1.0, integer=True)
 
     def add_row(self, name: str, idx, val, lb: float = -INF, ub: float = INF) -> Row:
-        row = Row(name, np.asarray(idx, dtype=np.int64), np.asarray(val, dtype=float), float(lb), float(ub))
+        idx, val = merge_terms(idx, val)
+        row = Row(name, idx, val, float(lb), float(ub))
         self.rows.append(row)
         return row
 
     def add_indicator(self, name: str, binary: int, idx, val, lb: float = -INF, ub: float = INF) -> Indicator:
         if not (self.vars[binary].integer and self.vars[binary].lb >= 0 and self.vars[binary].ub <= 1):
             raise ValueError(f"indicator {name}: variable {self.vars[binary].name} is not binary")
-        ind = Indicator(name, binary, Row(name, np.asarray(idx, dtype=np.int64), np.asarray(val, dtype=float), float(lb), float(ub)))
+        idx, val = merge_terms(idx, val)
+        ind = Indicator(name, binary, Row(name, idx, val, float(lb), float(ub)))
         self.indicators.append(ind)
         return ind
 
     def set_objective(self, idx, val, constant: float = 0.0) -> None:
         """Minimise Σ val·x + constant."""
-        self.obj_idx = np.asarray(idx, dtype=np.int64)
-        self.obj_val = np.asarray(val, dtype=float)
+        self.obj_idx, self.obj_val = merge_terms(idx, val)
         self.obj_constant = float(constant)
 
     # --- queries ------------------------------------------------------------------------------

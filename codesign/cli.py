@@ -15,9 +15,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from codesign.errors import InputError
+from codesign.errors import InputError, ModelError
+from codesign.jsonio import dumps
 from codesign.schema import load_toml
 
 app = typer.Typer(
@@ -32,34 +34,30 @@ err = Console(stderr=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
+#: exit codes: 2 bad input; 3 a verification failure (a bug: the model and a solver disagree)
+EXIT_INPUT = 2
+EXIT_VERIFY = 3
+
+
 def handles_errors(fn):
-    """Turn InputError into a clear message and exit code 2."""
+    """Turn InputError into a clear message and exit code 2, ModelError into exit code 3."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except InputError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-            raise typer.Exit(2) from None
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT) from None
+        except ModelError as exc:
+            err.print(f"[bold red]verification failed (a bug, please report):[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_VERIFY) from None
 
     return wrapper
 
 
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if hasattr(x, "item"):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
+    sys.stdout.write(dumps(data) + "\n")
 
 
 def fmt(x: Any) -> str:
@@ -253,6 +251,107 @@ def print_evaluation(inst, ev) -> None:
         out.print(f"[red]infeasible layout[/]: {s}")
     status = "[green]feasible[/]" if ev.feasible else "[red]infeasible[/]"
     out.print(f"objective {inst.objective.resolved_sense} {inst.objective.metric} = {fmt(ev.objective)}  ({status})")
+
+
+# --- solve ----------------------------------------------------------------------------------------
+@app.command("solve")
+@handles_errors
+def solve_cmd(
+    name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
+    solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
+    objective: Annotated[str | None, typer.Option("--objective", help="tokens_per_s | energy_per_token_J | tpot_s | ttft_s")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds; the incumbent and its bound are kept")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="solver threads / workers")] = None,
+    cross_check: Annotated[bool, typer.Option("--cross-check", help="also solve with the other solver; fail if they disagree")] = False,
+    save: Annotated[bool, typer.Option("--save", help="write solutions/<instance>.json atomically")] = False,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="where --save writes")] = Path("solutions"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Find the provably optimal design (the MIP optimum, verified by the model)."""
+    from codesign.instance import load_instance, with_objective
+    from codesign.jsonio import write_json_atomic
+    from codesign.solve import SOLVERS, cross_check_solutions
+
+    inst = load_instance(name)
+    if objective is not None:
+        inst = with_objective(inst, objective)
+    sol = _solve_live(inst, solver, time_limit, threads, quiet=as_json)
+    record = sol.as_dict()
+    if cross_check:
+        other = next(s for s in SOLVERS if s != solver)
+        sol2 = _solve_live(inst, other, time_limit, threads, quiet=as_json)
+        record["cross_check"] = cross_check_solutions(sol, sol2)
+    if save:
+        path = out_dir / f"{inst.name}.json"
+        write_json_atomic(path, record)
+        if not as_json:
+            out.print(f"saved {path}")
+    if as_json:
+        _emit_json(record)
+    else:
+        print_solution(inst, sol)
+        if cross_check:
+            cc = record["cross_check"]
+            out.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> [green]agree[/]")
+    if sol.status not in ("optimal", "feasible"):
+        raise typer.Exit(1)
+
+
+def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):
+    from codesign.solve import solve_instance
+
+    if quiet or not err.is_terminal:
+        return solve_instance(inst, solver=solver, time_limit=time_limit, threads=threads)
+    with err.status(f"{solver}: building and solving {inst.name} ...") as status:
+
+        def progress(incumbent, bound, gap, elapsed):
+            inc = "-" if incumbent is None else fmt(incumbent)
+            bnd = "-" if bound is None else fmt(bound)
+            g = "-" if gap is None else f"{100 * gap:.3g}%"
+            status.update(f"{solver}: incumbent {inc}  bound {bnd}  gap {g}  {elapsed:.1f}s")
+
+        return solve_instance(inst, solver=solver, time_limit=time_limit, threads=threads, progress=progress)
+
+
+def print_solution(inst, sol) -> None:
+    from codesign.model.evaluate import evaluate
+
+    color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
+    head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
+    if sol.objective is not None:
+        head += f" = {fmt(sol.objective)}"
+    if sol.bound is not None:
+        head += f"   bound {fmt(sol.bound)}"
+    if sol.gap is not None:
+        head += f"   gap {sol.gap:.2e}"
+    out.print(head)
+    out.print(
+        f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, "
+        f"{sol.mip['binaries']} binaries / {sol.mip['rows']} rows; verified by the model[/]"
+    )
+    if sol.reason:
+        out.print(f"reason: {sol.reason}")
+    if sol.design is not None:
+        print_evaluation(inst, evaluate(inst, sol.design))
+
+
+@app.command("check-solution")
+@handles_errors
+def check_solution_cmd(
+    file: Annotated[Path, typer.Argument(help="a solution JSON written by `solve --save`")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-verify a stored solution with the model, without solving."""
+    from codesign.solve import check_solution
+
+    report = check_solution(file)
+    if as_json:
+        _emit_json(report)
+    else:
+        color = "green" if report["ok"] else "red"
+        out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {file}: {report['message']}")
+    if not report["ok"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:

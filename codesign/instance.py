@@ -396,8 +396,8 @@ def load_instance(name_or_path: str) -> Instance:
 
 def _check_references(inst: Instance, path: Path) -> None:
     """Catalog ids named by the instance must exist (clear error with a did-you-mean)."""
-    from codesign.model.workload import load_workload
     from codesign.model.hardware import check_hardware_references
+    from codesign.model.workload import load_workload
 
     for i, w in enumerate(inst.workloads):
         try:
@@ -463,3 +463,10 @@ def _coerce(value: Any, dec: Decision) -> Any:
             "not a number", key=dec.name, value=value, expected=f"one of {list(dec.domain)}"
         ) from None
     return value
+
+
+def with_objective(inst: Instance, metric: str) -> Instance:
+    """The same instance with another objective (``--objective``)."""
+    spec = validate(Objective, {"metric": metric}, file="--objective", prefix="objective")
+    new = inst.spec.model_copy(update={"objective": spec})
+    return Instance(new, source=inst.source, raw=inst.raw)

@@ -51,9 +51,10 @@ def groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v = values[order]
     new = np.ones(len(v), dtype=bool)
     finite = np.isfinite(v)
+    both_finite = finite[1:] & finite[:-1]
     with np.errstate(invalid="ignore"):
-        same = np.abs(np.diff(v)) <= SAME_VALUE_RTOL * np.maximum(np.abs(v[1:]), np.abs(v[:-1]))
-    same |= (~finite[1:]) & (~finite[:-1]) & (v[1:] == v[:-1])
+        close = np.abs(np.diff(v)) <= SAME_VALUE_RTOL * np.maximum(np.abs(v[1:]), np.abs(v[:-1]))
+    same = (both_finite & close) | (~finite[1:] & ~finite[:-1] & (v[1:] == v[:-1]))
     new[1:] = ~same
     gid_sorted = np.cumsum(new) - 1
     gid = np.empty(len(values), dtype=np.int64)

@@ -429,7 +429,7 @@ def check_hardware_references(inst: Instance, path: Path) -> None:
     if hw.family == "stacked-3d":
         wrap(load_family, hw.stack, "hardware.stack")
     else:
-        for cid in [hw.chip] if "chip" not in hw.decisions else hw.decisions["chip"]:
+        for cid in hw.decisions.get("chip", [hw.chip]):
             if cid is not None:
                 wrap(catalog.load_chip, cid, "hardware.chip")
     if inst.system.appliance:

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesign.model import network
-from codesign.model.workload import Workload, kv_cache_bytes, load_workload, param_counts, step_costs
+from codesign.model.workload import (
+    Workload,
+    kv_cache_bytes,
+    load_workload,
+    param_counts,
+    step_costs,
+)
 
 if TYPE_CHECKING:
     from codesign.instance import Instance, WorkloadSpec

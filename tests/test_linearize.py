@@ -1,0 +1,121 @@
+"""Exhaustive truth tables of every linearization, each through a real solve.
+
+For one-hot y (schedule side, values a_s) and one-hot x (hardware side, values h_j), the
+product expression u must equal a_s·h_j/unit at *every* pair, from below and from above: we fix
+the pair by variable bounds and both minimise and maximise u. A relaxation that only bounded u
+from one side would pass one direction and fail the other.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from codesign.backends import available_solvers, solve
+from codesign.formulation import linearize as lin
+from codesign.formulation.mip import MIP
+
+SOLVERS = available_solvers()
+
+
+def _pair_model(a, h, unit=1.0):
+    mip = MIP()
+    y = lin.onehot(mip, "y", [str(i) for i in range(len(a))])
+    x = lin.onehot(mip, "x", [str(j) for j in range(len(h))])
+    idx, val = lin.product(mip, "p", np.array(a, float), y, np.array(h, float), x, unit)
+    with np.errstate(invalid="ignore"):
+        finite = [v for v in np.outer(a, h).ravel() if math.isfinite(v)]
+    u = mip.add_var("u", 0.0, 2 * max(finite + [1.0]) / unit)
+    mip.add_row("u-def", np.append(idx, u), np.append(val, -1.0), 0.0, 0.0)
+    return mip, y, x, u
+
+
+def _solve_fixed(mip, fixed_on, u, direction, solver):
+    for i in fixed_on:
+        mip.vars[i].lb = 1.0
+    mip.set_objective([u], [direction])
+    res = solve(mip, solver)
+    for i in fixed_on:
+        mip.vars[i].lb = 0.0
+    return res
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize(
+    "a,h",
+    [
+        ([0.0, 1.5, 4.0], [2.0, 3.0]),  # disaggregation over the schedule side (fewer distinct a)
+        ([1.0, 2.0], [0.5, 0.5, 7.0, 3.0]),  # repeated hardware values share a group
+        ([0.0, 2.0, 3.0, 5.0, 8.0], [1.0, 10.0]),  # more distinct a than h: hardware side
+        ([3.0, 3.0], [1.0, 2.0, 4.0]),  # constant schedule factor: linear in x
+        ([1.0, 2.0, 9.0], [6.0, 6.0]),  # constant hardware factor: linear in y
+    ],
+)
+def test_product_truth_table(solver, a, h):
+    """u = (Σ a_s y_s)(Σ h_j x_j) exactly at every (s, j), minimised and maximised."""
+    mip, y, x, u = _pair_model(a, h)
+    for s, j in itertools.product(range(len(a)), range(len(h))):
+        want = a[s] * h[j]
+        lo = _solve_fixed(mip, [y[s], x[j]], u, 1.0, solver)
+        hi = _solve_fixed(mip, [y[s], x[j]], u, -1.0, solver)
+        assert lo.status == "optimal" and hi.status == "optimal", (s, j, lo.status, hi.status)
+        assert lo.x[u] == pytest.approx(want, rel=1e-7, abs=1e-7), (s, j)
+        assert hi.x[u] == pytest.approx(want, rel=1e-7, abs=1e-7), (s, j)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_product_infinite_hardware_value(solver):
+    """h = inf: the pair is impossible when a > 0 and costs 0 when a = 0 (0·inf := 0)."""
+    a, h = [0.0, 2.0], [1.0, math.inf]
+    mip, y, x, u = _pair_model(a, h)
+    assert _solve_fixed(mip, [y[1], x[1]], u, 1.0, solver).status == "infeasible"
+    res = _solve_fixed(mip, [y[0], x[1]], u, -1.0, solver)
+    assert res.status == "optimal"
+    assert res.x[u] == pytest.approx(0.0, abs=1e-9)
+    res = _solve_fixed(mip, [y[1], x[0]], u, -1.0, solver)
+    assert res.x[u] == pytest.approx(2.0, rel=1e-7)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_epigraph_max_truth_table(solver):
+    """min t s.t. t >= e_k for each k returns max_k e_k at every one-hot choice."""
+    vals = [[1.0, 5.0, 2.0], [4.0, 0.5, 3.0]]  # e_k = Σ_s vals[k][s] y_s
+    for s in range(3):
+        mip = MIP()
+        y = lin.onehot(mip, "y", ["0", "1", "2"])
+        exprs = [(y, np.array(v)) for v in vals]
+        tidx, tval = lin.epigraph_max(mip, "t", exprs, ub=10.0)
+        mip.vars[y[s]].lb = 1.0
+        mip.set_objective(tidx, tval)
+        res = solve(mip, solver)
+        assert res.status == "optimal"
+        assert res.objective == pytest.approx(max(v[s] for v in vals), rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_onehot_picks_exactly_one(solver):
+    """Σ z = 1: minimising Σ c_i z_i picks the cheapest value; forbidding all is infeasible."""
+    mip = MIP()
+    z = lin.onehot(mip, "z", ["a", "b", "c"])
+    mip.set_objective(z, [3.0, 1.0, 2.0])
+    res = solve(mip, solver)
+    assert res.status == "optimal" and res.x[z[1]] == pytest.approx(1.0)
+    for i in z:
+        mip.vars[i].ub = 0.0
+    assert solve(mip, solver).status == "infeasible"
+
+
+def test_groups_merge_equal_values():
+    reps, gid = lin.groups(np.array([3.0, 1.0, 3.0, math.inf, 1.0]))
+    assert list(reps[:2]) == [1.0, 3.0] and math.isinf(reps[2])
+    assert list(gid) == [1, 0, 1, 2, 0]
+
+
+def test_negative_factor_rejected():
+    mip = MIP()
+    y = lin.onehot(mip, "y", ["0"])
+    with pytest.raises(ValueError, match="non-negative"):
+        lin.product(mip, "p", np.array([-1.0]), y, np.array([1.0]), y, 1.0)

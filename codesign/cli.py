@@ -270,7 +270,7 @@ def solve_cmd(
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
     from codesign.instance import load_instance, with_objective
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import SOLVERS, cross_check_solutions
+    from codesign.solve import SOLVERS, cross_check_solutions, write_ledger
 
     inst = load_instance(name)
     if objective is not None:
@@ -284,6 +284,7 @@ def solve_cmd(
     if save:
         path = out_dir / f"{inst.name}.json"
         write_json_atomic(path, record)
+        write_ledger(out_dir)
         if not as_json:
             out.print(f"saved {path}")
     if as_json:

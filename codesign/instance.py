@@ -209,6 +209,10 @@ class InstanceFile(Strict):
         names = [w.name for w in self.workloads]
         if len(set(names)) != len(names):
             raise ValueError(f"workload names must be unique, got {names}")
+        if self.hardware.family == "catalog" and self.budgets.temperature_C is not None:
+            raise ValueError(
+                "budgets.temperature_C needs a thermal model: only hardware.family = 'stacked-3d' has one"
+            )
         return self
 
 

@@ -80,10 +80,4 @@ def lint(inst: Instance) -> list[Lint]:
             f"scale_up_domain = {sysm.scale_up_domain} exceeds the {sysm.devices} devices",
             {"scale_up_domain": sysm.scale_up_domain, "devices": sysm.devices},
         ))
-    if inst.hardware.family == "catalog" and inst.budgets.temperature_C is not None:
-        out.append(Lint(
-            "temperature-not-modelled", "warning",
-            "catalog chips have no thermal model; the temperature budget only applies to the 3D family",
-            {},
-        ))
     return out

@@ -237,3 +237,32 @@ def check_solution(path: str | Path) -> dict[str, Any]:
         "status": data["status"],
         "verification": v.as_dict(),
     }
+
+
+def write_ledger(directory: str | Path) -> Path:
+    """Rewrite ``<dir>/ledger.solu`` from every solution file in ``dir``.
+
+    One line per instance in the SCIP ``.solu`` style: ``=opt=`` proven optimum, ``=best=`` best
+    known with its gap, ``=inf=`` proven infeasible; the value is the user's objective.
+    """
+    from codesign.jsonio import read_json
+
+    directory = Path(directory)
+    lines = ["# instance ledger: =opt= proven optimal (verified gap <= 1e-6), =best= feasible, =inf= infeasible"]
+    for f in sorted(directory.glob("*.json")):
+        d = read_json(f)
+        if not isinstance(d, dict) or "status" not in d or "instance" not in d:
+            continue
+        tag = {"optimal": "=opt=", "feasible": "=best=", "infeasible": "=inf="}.get(d["status"])
+        if tag is None:
+            continue
+        value = "" if d.get("objective") is None else f"{d['objective']:.12g}"
+        extra = f"  # {d['sense']} {d['objective_metric']}, {d['solver']}"
+        if d["status"] == "feasible" and d.get("gap") is not None:
+            extra += f", gap {d['gap']:.3g}"
+        lines.append(f"{tag} {d['instance']} {value}{extra}".rstrip())
+    path = directory / "ledger.solu"
+    tmp = path.with_suffix(".solu.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+    return path

@@ -298,7 +298,10 @@ def _single(inst: Instance, design: dict[str, Any]) -> tuple[HardwareTable, dict
     for w in inst.workloads:
         decs = inst.schedule_decisions(w.name)
         s = {d.key: design[d.name] for d in decs}
-        why = structural_reason(load_workload(w.workload), w, inst.system.devices, inst.system.appliance is not None, s)
+        why = structural_reason(
+            load_workload(w.workload), w, inst.system.devices, inst.system.appliance is not None, s,
+            inst.system.scale_up_domain,
+        )
         if why:
             problems.append(f"{w.name}: {why}" if len(inst.workloads) > 1 else why)
         arrs = {d.key: np.array([design[d.name]], dtype=object if isinstance(design[d.name], str) else None) for d in decs}

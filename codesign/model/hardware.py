@@ -363,8 +363,9 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("area_mm2", cid, chip.die_area_mm2)
         put("temperature_C", cid, np.nan)
         put("junction_max_C", cid, np.inf)
-        up_bw = chip.scale_up_bandwidth_GBps_per_direction * GBps
-        out_bw = chip.scale_out_bandwidth_GBps_per_direction * GBps
+        # an instance that names its own links overrides the chip's (bandwidth, latency, energy)
+        up_bw = (up.bandwidth_GBps_per_direction if inst.system.scale_up else chip.scale_up_bandwidth_GBps_per_direction) * GBps
+        out_bw = (out.bandwidth_GBps_per_direction if inst.system.scale_out else chip.scale_out_bandwidth_GBps_per_direction) * GBps
         eff = cal.network_efficiency
         put("s_per_B_scale_up", cid, 1.0 / (up_bw * eff))
         put("s_per_step_scale_up", cid, up.latency_ns * NANO)

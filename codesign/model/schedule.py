@@ -76,7 +76,9 @@ class ScheduleTable:
         return int(idx[0]) if len(idx) == 1 else -1
 
 
-def structural_reason(w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any]) -> str | None:
+def structural_reason(
+    w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any], domain: int | None = None
+) -> str | None:
     """Why a layout cannot run at all (divisibility and placement rules), or None.
 
     These rules do not depend on the hardware, so infeasible layouts are removed from the
@@ -87,6 +89,10 @@ def structural_reason(w: Workload, spec: WorkloadSpec, devices: int, has_pool: b
         return f"tp*pp = {tp * pp} does not divide the {devices} devices"
     if w.num_attention_heads % tp:
         return f"tp = {tp} does not divide {w.num_attention_heads} attention heads"
+    if w.mla is None and w.num_kv_heads % tp and tp % w.num_kv_heads:
+        return f"tp = {tp} neither divides nor is a multiple of {w.num_kv_heads} KV heads"
+    if domain is not None and (domain % tp if tp <= domain else tp % domain):
+        return f"tp = {tp} groups do not align with scale-up domains of {domain} devices"
     if pp > w.num_layers:
         return f"pp = {pp} exceeds {w.num_layers} layers"
     if pp > 1 and batch % pp:
@@ -121,7 +127,7 @@ def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray]
         rows = []
         for combo in itertools.product(*[d.domain for d in decs]):
             s = dict(zip(keys, combo, strict=True))
-            if structural_reason(w, spec, devices, has_pool, s) is None:
+            if structural_reason(w, spec, devices, has_pool, s, inst.system.scale_up_domain) is None:
                 rows.append(combo)
         designs = {
             k: np.array([r[j] for r in rows], dtype=object if isinstance(decs[j].domain[0], str) else None)

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.paths import instances_dir
@@ -83,23 +83,6 @@ class WorkloadSpec(Strict):
     ttft_slo_ms: float | None = Field(default=None, gt=0)
     decisions: dict[str, list[Any]] = Field(default_factory=dict)
 
-    @field_validator("decisions")
-    @classmethod
-    def _known_schedule_decisions(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for key, dom in v.items():
-            if key not in SCHEDULE_DECISIONS:
-                hint = did_you_mean(key, SCHEDULE_DECISIONS) or ""
-                raise ValueError(
-                    f"unknown schedule decision {key!r}; expected one of "
-                    f"{', '.join(SCHEDULE_DECISIONS)} {hint}".strip()
-                )
-            _check_domain(key, dom, SCHEDULE_DECISIONS[key])
-            if key in ("weights_tier", "kv_tier"):
-                bad = [x for x in dom if x not in TIERS]
-                if bad:
-                    raise ValueError(f"{key}: {bad[0]!r} is not a tier; expected one of {TIERS}")
-        return v
-
     @property
     def kv_bytes_per_element(self) -> float:
         return BYTES_PER_ELEMENT[self.kv_precision or self.precision]
@@ -109,18 +92,58 @@ class WorkloadSpec(Strict):
         return BYTES_PER_ELEMENT[self.precision]
 
 
-def _check_domain(key: str, dom: list[Any], typ: type) -> None:
+def _domain_problem(dom: Any, typ: type) -> tuple[str, Any] | None:
+    """(what is wrong, offending value) for a decision domain, or None."""
     if not isinstance(dom, list) or not dom:
-        raise ValueError(f"{key}: a domain is a non-empty list of values")
+        return "a domain is a non-empty list of values", dom
     if len(set(map(repr, dom))) != len(dom):
-        raise ValueError(f"{key}: domain has repeated values")
+        return "a domain must not repeat values", dom
     for x in dom:
         if typ is int and (isinstance(x, bool) or not isinstance(x, int) or x <= 0):
-            raise ValueError(f"{key}: {x!r} is not a positive integer")
+            return "expected positive integers", x
         if typ is float and (isinstance(x, bool) or not isinstance(x, int | float) or x <= 0):
-            raise ValueError(f"{key}: {x!r} is not a positive number")
+            return "expected positive numbers", x
         if typ is str and not isinstance(x, str):
-            raise ValueError(f"{key}: {x!r} is not a string")
+            return "expected strings", x
+    return None
+
+
+def check_decisions(spec: InstanceFile, path: Path | None) -> None:
+    """Every decision named in the file exists for its family and has a well-formed domain."""
+
+    def check(where: str, given: dict[str, Any], known: dict[str, type]) -> None:
+        for key, dom in given.items():
+            if key not in known:
+                raise InputError(
+                    "unknown decision",
+                    file=path,
+                    key=f"{where}.{key}",
+                    expected="one of: " + ", ".join(known),
+                    suggestion=did_you_mean(key, known),
+                )
+            bad = _domain_problem(dom, known[key])
+            if bad:
+                raise InputError(bad[0], file=path, key=f"{where}.{key}", value=bad[1])
+            if key in ("weights_tier", "kv_tier"):
+                for x in dom:
+                    if x not in TIERS:
+                        raise InputError("not a memory tier", file=path, key=f"{where}.{key}", value=x, expected=" | ".join(TIERS))
+
+    hw = spec.hardware
+    known_hw = HARDWARE_DECISIONS[hw.family]
+    check("hardware.decisions", hw.decisions, known_hw)
+    if hw.family == "stacked-3d":
+        missing = [k for k in known_hw if k not in hw.decisions]
+        if missing:
+            raise InputError(
+                "family 'stacked-3d' needs a domain for every hardware decision",
+                file=path,
+                key=f"hardware.decisions.{missing[0]}",
+                expected=f"domains for {', '.join(missing)}",
+                suggestion="a single value fixes a decision, e.g. sram_MiB = [1.0]",
+            )
+    for i, w in enumerate(spec.workloads):
+        check(f"workloads[{i}].decisions", w.decisions, SCHEDULE_DECISIONS)
 
 
 class SystemSpec(Strict):
@@ -148,16 +171,7 @@ class HardwareSpec(Strict):
     decisions: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _decisions_known(self) -> HardwareSpec:
-        known = HARDWARE_DECISIONS[self.family]
-        for key, dom in self.decisions.items():
-            if key not in known:
-                hint = did_you_mean(key, known) or ""
-                raise ValueError(
-                    f"unknown hardware decision {key!r} for family {self.family!r}; expected one "
-                    f"of {', '.join(known)} {hint}".strip()
-                )
-            _check_domain(key, dom, known[key])
+    def _catalog_chip(self) -> HardwareSpec:
         if self.family == "catalog" and self.chip is None and "chip" not in self.decisions:
             raise ValueError("family 'catalog' needs `chip` or a `decisions.chip` domain")
         return self
@@ -393,8 +407,10 @@ def load_instance(name_or_path: str) -> Instance:
     path = resolve_instance_path(name_or_path)
     raw = _load_raw(path)
     spec = validate(InstanceFile, raw, file=path)
+    check_decisions(spec, path)
     inst = Instance(spec, source=path, raw=raw)
     _check_references(inst, path)
+    parse_design(inst, spec.baseline, source=str(path), prefix="baseline.")
     return inst
 
 
@@ -418,7 +434,9 @@ def _check_references(inst: Instance, path: Path) -> None:
     check_hardware_references(inst, path)
 
 
-def parse_design(inst: Instance, design: dict[str, Any], *, source: str = "design") -> dict[str, Any]:
+def parse_design(
+    inst: Instance, design: dict[str, Any], *, source: str = "design", prefix: str = ""
+) -> dict[str, Any]:
     """Validate a (possibly partial) design against the instance's decisions.
 
     Missing decisions take the baseline's value; unknown names and values outside a decision's
@@ -432,17 +450,17 @@ def parse_design(inst: Instance, design: dict[str, Any], *, source: str = "desig
             raise InputError(
                 "unknown decision",
                 file=source,
-                key=key,
+                key=prefix + key,
                 value=value,
                 expected="one of: " + ", ".join(inst.decision_index),
                 suggestion=did_you_mean(key, inst.decision_index),
             )
-        value = _coerce(value, dec)
-        if value not in dec.domain:
+        value = _coerce(value, dec, source, prefix)
+        if value not in dec.domain or (isinstance(value, bool) and not isinstance(dec.domain[0], bool)):
             raise InputError(
                 "value outside the decision's domain",
                 file=source,
-                key=key,
+                key=prefix + key,
                 value=value,
                 expected=f"one of {list(dec.domain)}",
             )
@@ -450,7 +468,7 @@ def parse_design(inst: Instance, design: dict[str, Any], *, source: str = "desig
     return full
 
 
-def _coerce(value: Any, dec: Decision) -> Any:
+def _coerce(value: Any, dec: Decision, source: str, prefix: str) -> Any:
     """Convert command-line strings ("8", "2.0") to the domain's type."""
     if not isinstance(value, str):
         return value
@@ -464,7 +482,7 @@ def _coerce(value: Any, dec: Decision) -> Any:
             return float(value)
     except ValueError:
         raise InputError(
-            "not a number", key=dec.name, value=value, expected=f"one of {list(dec.domain)}"
+            "not a number", file=source, key=prefix + dec.name, value=value, expected=f"one of {list(dec.domain)}"
         ) from None
     return value
 

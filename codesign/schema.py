@@ -95,4 +95,5 @@ def validate(model: type[M], data: Any, *, file: str | Path | None = None, prefi
         if isinstance(value, dict):
             value = None
         msg = err.get("msg", "invalid value")
+        msg = msg.removeprefix("Value error, ")
         raise InputError(msg, file=file, key=key, value=value) from None

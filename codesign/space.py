@@ -23,6 +23,7 @@ from codesign.instance import Instance
 from codesign.model.evaluate import (
     constraints,
     eval_form,
+    holds,
     objective_from_internal,
     objective_terms,
     workload_forms,
@@ -75,7 +76,7 @@ def _feasible_mask(inst, tables, cons, rows) -> np.ndarray:
         if c.workload is None:
             lhs = eval_form(c.form, tables.hw, None, hw_rows=rows)[:, 0]
             rhs = c.rhs + (tables.hw.column(c.rhs_hw)[rows] if c.rhs_hw else 0.0)
-            mask &= lhs <= rhs * (1 + 1e-12) + 1e-15
+            mask &= holds(lhs, rhs)
     return mask
 
 
@@ -119,7 +120,7 @@ def brute_force(
                     continue
                 lhs = eval_form(c.form, hw, st, hw_rows=rows)
                 rhs = c.rhs + (hw.column(c.rhs_hw)[rows][:, None] if c.rhs_hw else 0.0)
-                feas &= lhs <= rhs * (1 + 1e-12) + 1e-15
+                feas &= holds(lhs, rhs)
             obj = np.where(feas & np.isfinite(obj), obj, np.inf)
             arg = np.argmin(obj, axis=1)
             val = obj[np.arange(len(rows)), arg]

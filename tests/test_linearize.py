@@ -28,7 +28,7 @@ def _pair_model(a, h, unit=1.0):
     idx, val = lin.product(mip, "p", np.array(a, float), y, np.array(h, float), x, unit)
     with np.errstate(invalid="ignore"):
         finite = [v for v in np.outer(a, h).ravel() if math.isfinite(v)]
-    u = mip.add_var("u", 0.0, 2 * max(finite + [1.0]) / unit)
+    u = mip.add_var("u", 0.0, 2 * max([*finite, 1.0]) / unit)
     mip.add_row("u-def", np.append(idx, u), np.append(val, -1.0), 0.0, 0.0)
     return mip, y, x, u
 

@@ -33,6 +33,7 @@ from codesign.model.evaluate import (
     Form,
     constraints,
     eval_form,
+    holds,
     objective_terms,
     workload_forms,
 )
@@ -79,7 +80,7 @@ def _hardware_ok(inst: Instance, tables: Tables, cons: list[Constraint]) -> np.n
         if c.workload is None:
             lhs = eval_form(c.form, hw, None)[:, 0]
             rhs = c.rhs + (hw.column(c.rhs_hw) if c.rhs_hw else 0.0)
-            ok &= lhs <= rhs
+            ok &= holds(lhs, rhs)
     return ok
 
 

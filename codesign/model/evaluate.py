@@ -29,6 +29,16 @@ if TYPE_CHECKING:
     from codesign.instance import Instance
 
 
+#: a constraint lhs <= rhs holds when lhs <= rhs + FEASIBILITY_RTOL·|rhs| (one tolerance for the
+#: verifier, brute force and the MIP presolve; solvers meet rows to ~1e-9 on O(1)-scaled rows)
+FEASIBILITY_RTOL = 1e-9
+
+
+def holds(lhs, rhs):
+    """lhs <= rhs within FEASIBILITY_RTOL (broadcasts over arrays)."""
+    return lhs <= rhs + FEASIBILITY_RTOL * np.abs(rhs)
+
+
 @dataclass(frozen=True)
 class Product:
     """One term a(S)·h(H): ``sched`` and ``hw`` name columns (``x*y`` multiplies columns)."""
@@ -258,7 +268,7 @@ class Audit:
 
     @property
     def ok(self) -> bool:
-        return bool(self.value <= self.limit * (1 + 1e-9) + 1e-12)
+        return bool(holds(self.value, self.limit))
 
 
 @dataclass

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from codesign import __version__
 from codesign.errors import InputError, ModelError
 from codesign.instance import Instance
@@ -87,9 +89,7 @@ def solve_instance(
     verbose: bool = False,
 ) -> Solution:
     """Build, solve, decode and verify (raises ModelError if the model disagrees with the solver)."""
-    from codesign import backends
     from codesign.formulation.build import build
-    from codesign.verify import verify
 
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}", expected=f"one of {SOLVERS}")
@@ -126,24 +126,19 @@ def solve_instance(
             progress(to_user(inc), to_user(bnd), gap, elapsed)
 
         opts["progress"] = _progress
-    res = backends.solve(comp.mip, solver, **opts)
-    unit = comp.objective_unit
+    run = solve_exact(inst, comp, solver, opts, time_limit)
+    res = run.last
     design = metrics = wmetrics = ver = None
     obj = bound = gap = internal = internal_bound = None
-    status = res.status
-    if res.bound is not None:
-        internal_bound = res.bound * unit
+    status = run.status
+    if run.bound is not None:
+        internal_bound = run.bound
         bound = objective_from_internal(inst, internal_bound) if internal_bound > 0 else (
             float("inf") if sense == "max" else internal_bound
         )
-    if res.x is not None and res.status in ("optimal", "feasible"):
-        design = comp.decode(res.x)
-        v = verify(inst, design, res.objective * unit if res.objective is not None else None)
-        ver = v.as_dict()
-        if not v.ok:
-            raise ModelError(
-                f"{solver} returned a design the model disagrees with on {inst.name}: " + "; ".join(v.problems)
-            )
+    if run.best is not None:
+        design, v = run.best
+        ver = {**v.as_dict(), "rounds": run.rounds, "rejected_by_model": run.rejected}
         internal = v.objective_model
         obj = objective_from_internal(inst, internal)
         metrics = v.evaluation.metrics
@@ -151,13 +146,131 @@ def solve_instance(
         gap = user_gap(sense, obj, bound)
         if status == "optimal" and (gap is None or abs(gap) > GAP_TOL):
             status = "feasible"
+    elif status == "optimal":
+        status = "no_solution"
     return Solution(
         **base, status=status, objective=obj, bound=bound, gap=gap, design=design, metrics=metrics,
         workload_metrics=wmetrics, solver_version=res.solver_version, termination=res.termination,
-        parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL}, time_s=time.perf_counter() - t0,
-        solve_s=res.wall_time_s, nodes=res.nodes, verification=ver, internal_objective=internal,
-        internal_bound=internal_bound, rounding=_rounding_dict(res), reason=None if status != "infeasible" else "the MIP is infeasible",
+        parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL, "polish_rtol": POLISH_RTOL},
+        time_s=time.perf_counter() - t0, solve_s=run.seconds, nodes=run.nodes, verification=ver,
+        internal_objective=internal, internal_bound=internal_bound, rounding=_rounding_dict(res),
+        reason="the MIP is infeasible" if status == "infeasible" else None,
     )
+
+
+#: the loop stops when the solver's bound on the designs not yet seen is within this relative
+#: distance of the best design the model has verified (ties closer than this are not enumerated)
+POLISH_RTOL = 1e-9
+#: at most this many solver rounds (each excludes one more design)
+MAX_ROUNDS = 200
+
+
+@dataclass
+class ExactRun:
+    status: str
+    best: tuple[dict[str, Any], Any] | None
+    bound: float | None  # internal (minimised) lower bound valid for every design
+    rounds: int
+    rejected: int
+    seconds: float
+    nodes: int | None
+    last: Any
+
+
+def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_limit: float | None) -> ExactRun:
+    """Solve, verify with the model, and exclude-and-resolve until the optimum is proven exactly.
+
+    A backend may answer a slightly relaxed model (CP-SAT rounds coefficients outward; HiGHS
+    meets rows within its tolerances), so its design is re-evaluated with the model. Each round
+    adds a no-good cut on the design's binaries and a cutoff ``objective <= best``; every design
+    strictly better than the best verified one has a relaxed objective below the cutoff, so it
+    is still in the model. The run stops when the solver's bound on the remaining designs reaches
+    the best verified objective (within POLISH_RTOL) or the model becomes infeasible: then the
+    best design is optimal for the exact model. Rows added here are removed before returning.
+    """
+    from codesign import backends
+    from codesign.formulation import linearize as lin
+    from codesign.verify import verify
+
+    mip = comp.mip
+    unit = comp.objective_unit
+    rows0 = len(mip.rows)
+    t0 = time.perf_counter()
+    best: tuple[dict[str, Any], Any] | None = None
+    best_f = float("inf")
+    rounds = rejected = 0
+    nodes = 0
+    status = "no_solution"
+    bound = None
+    res = None
+    try:
+        while rounds < MAX_ROUNDS:
+            rounds += 1
+            o = dict(opts)
+            if time_limit is not None:
+                left = time_limit - (time.perf_counter() - t0)
+                if left <= 0:
+                    status = "feasible" if best else "no_solution"
+                    break
+                o["time_limit"] = left
+            res = backends.solve(mip, solver, **o)
+            nodes += res.nodes or 0
+            if res.status == "infeasible":
+                # nothing left at or below the cutoff: the best verified design is optimal
+                status = "optimal" if best else "infeasible"
+                bound = best_f if best else None
+                break
+            if res.bound is not None:
+                round_bound = res.bound * unit
+                bound = round_bound if best is None else min(best_f, round_bound)
+            if res.x is None:
+                status = "feasible" if best else res.status
+                break
+            design = comp.decode(res.x)
+            claimed = res.objective * unit if res.objective is not None else None
+            v = verify(inst, design, None)
+            if v.evaluation is not None and v.ok:
+                f = v.objective_model
+                if claimed is not None and abs(f - claimed) > 1e-6 * abs(f) and res.rounding is None:
+                    raise ModelError(
+                        f"{solver} objective {claimed:.12g} differs from the model's {f:.12g} for design {design}"
+                    )
+                if f < best_f:
+                    best_f, best = f, (design, verify(inst, design, claimed))
+            else:
+                rejected += 1
+            proved = _proved(res)
+            if best is not None and res.bound is not None and res.bound * unit >= best_f * (1 - POLISH_RTOL):
+                status = "optimal" if proved else "feasible"
+                bound = min(best_f, res.bound * unit)
+                break
+            if not proved:
+                status = "feasible" if best else res.status
+                break
+            # exclude this design; keep only designs that could beat the best verified one
+            chosen = np.concatenate([[comp.x[_on(res.x[comp.x])]]] + [[y[_on(res.x[y])]] for y in comp.y.values()])
+            mip.add_row(f"polish-nogood[{rounds}]", chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
+            if best is not None:
+                idx, val = lin.add((mip.obj_idx, mip.obj_val))
+                mip.add_row(f"polish-cutoff[{rounds}]", idx, val, ub=best_f / unit - mip.obj_constant)
+    finally:
+        del mip.rows[rows0:]
+    if best is not None and bound is not None and bound > best_f:
+        bound = best_f
+    return ExactRun(status, best, bound, rounds, rejected, time.perf_counter() - t0, nodes, res)
+
+
+def _proved(res) -> bool:
+    """The solver proved its (possibly rounded) model optimal: its bound is then valid for the
+    designs left, and the loop can go on. CP-SAT reports "feasible" when only the rounding
+    allowance keeps the gap open, with termination "OPTIMAL"."""
+    return res.status == "optimal" or str(res.termination).upper() == "OPTIMAL"
+
+
+def _on(vals: np.ndarray) -> int:
+    from codesign.formulation.build import BINARY_ON
+
+    return int(np.flatnonzero(vals > BINARY_ON)[0])
 
 
 def _rounding_dict(res) -> dict[str, Any] | None:

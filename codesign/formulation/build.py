@@ -221,6 +221,11 @@ def add_schedule_choice(comp: Compiled) -> None:
         if comp.inst.system.appliance:
             fits &= st.features["memory_pool_B"] <= pool_cap
         rows = np.flatnonzero(fits)
+        # layouts with identical features are interchangeable for the model: keep the first
+        feats = np.column_stack([st.features[k][rows] for k in sorted(st.features)])
+        _, first = np.unique(feats, axis=0, return_index=True)
+        comp.pruned[f"schedule[{w.name}]-duplicate"] = int(len(rows) - len(first))
+        rows = rows[np.sort(first)]
         comp.pruned[f"schedule[{w.name}]"] = int(st.size - len(rows))
         if len(rows) == 0:
             comp.empty_reason = f"workload {w.name}: no layout fits in memory"

@@ -43,16 +43,27 @@ def _solve_fixed(mip, fixed_on, u, direction, solver):
     return res
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
+PRODUCT_CASES = [
+    ([0.0, 1.5, 4.0], [2.0, 3.0]),  # disaggregation over the schedule side (fewer distinct a)
+    ([1.0, 2.0], [0.5, 0.5, 7.0, 3.0]),  # repeated hardware values share a group
+    ([0.0, 2.0, 3.0, 5.0, 8.0], [1.0, 10.0]),  # more distinct a than h: hardware side
+    ([3.0, 3.0], [1.0, 2.0, 4.0]),  # constant schedule factor: linear in x
+    ([1.0, 2.0, 9.0], [6.0, 6.0]),  # constant hardware factor: linear in y
+]
+#: CP-SAT solves an integer model whose rows are rounded outward (codesign/backends/cpsat.py):
+#: its truth tables use dyadic data (a/max a and every coefficient exact on a power-of-two grid)
+#: so that the lowering is exact and the test checks the linearization, not the rounding.
+DYADIC_CASES = [
+    ([0.0, 1.0, 2.0, 4.0], [1.0, 3.0]),  # schedule side disaggregated
+    ([1.0, 2.0], [0.5, 0.5, 2.0, 3.0]),  # hardware side, a repeated value
+    ([0.0, 1.0, 2.0, 4.0, 8.0], [1.0, 2.0]),
+]
+
+
 @pytest.mark.parametrize(
-    "a,h",
-    [
-        ([0.0, 1.5, 4.0], [2.0, 3.0]),  # disaggregation over the schedule side (fewer distinct a)
-        ([1.0, 2.0], [0.5, 0.5, 7.0, 3.0]),  # repeated hardware values share a group
-        ([0.0, 2.0, 3.0, 5.0, 8.0], [1.0, 10.0]),  # more distinct a than h: hardware side
-        ([3.0, 3.0], [1.0, 2.0, 4.0]),  # constant schedule factor: linear in x
-        ([1.0, 2.0, 9.0], [6.0, 6.0]),  # constant hardware factor: linear in y
-    ],
+    "solver,a,h",
+    [("highs", a, h) for a, h in PRODUCT_CASES if "highs" in SOLVERS]
+    + [(s, a, h) for s in SOLVERS for a, h in DYADIC_CASES],
 )
 def test_product_truth_table(solver, a, h):
     """u = (Σ a_s y_s)(Σ h_j x_j) exactly at every (s, j), minimised and maximised."""
@@ -61,13 +72,15 @@ def test_product_truth_table(solver, a, h):
         want = a[s] * h[j]
         lo = _solve_fixed(mip, [y[s], x[j]], u, 1.0, solver)
         hi = _solve_fixed(mip, [y[s], x[j]], u, -1.0, solver)
-        assert lo.status == "optimal" and hi.status == "optimal", (s, j, lo.status, hi.status)
+        # CP-SAT calls a proven-optimal integer model "feasible" when the rounding allowance
+        # keeps a relative gap open (here: objective 0); its termination says it proved it
+        assert all(r.status == "optimal" or r.termination == "OPTIMAL" for r in (lo, hi)), (s, j)
         assert lo.x[u] == pytest.approx(want, rel=1e-7, abs=1e-7), (s, j)
         assert hi.x[u] == pytest.approx(want, rel=1e-7, abs=1e-7), (s, j)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_product_infinite_hardware_value(solver):
+def test_product_infinite_hardware_value(solver):  # data dyadic: exact for CP-SAT too
     """h = inf: the pair is impossible when a > 0 and costs 0 when a = 0 (0·inf := 0)."""
     a, h = [0.0, 2.0], [1.0, math.inf]
     mip, y, x, u = _pair_model(a, h)

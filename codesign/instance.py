@@ -492,3 +492,13 @@ def with_objective(inst: Instance, metric: str) -> Instance:
     spec = validate(Objective, {"metric": metric}, file="--objective", prefix="objective")
     new = inst.spec.model_copy(update={"objective": spec})
     return Instance(new, source=inst.source, raw=inst.raw)
+
+
+def instance_from_data(raw: dict[str, Any], *, source: str = "<memory>") -> Instance:
+    """Validate an instance given as a dict (tests, generators, validation rows)."""
+    spec = validate(InstanceFile, raw, file=source)
+    check_decisions(spec, Path(source))
+    inst = Instance(spec, source=None, raw=raw)
+    _check_references(inst, Path(source))
+    parse_design(inst, spec.baseline, source=source, prefix="baseline.")
+    return inst

@@ -1,0 +1,209 @@
+"""Exactness of the whole pipeline: brute force = HiGHS = CP-SAT, verified by the model.
+
+Every instance small enough to enumerate is solved by both solvers; the model's objective of each
+returned design must equal the brute-force optimum to 1e-9 relative and the design must be one of
+the optimal designs (its own evaluation equals the optimum). Random small instances (hypothesis)
+do the same, including infeasible draws, which all three must agree on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from codesign.backends import available_solvers
+from codesign.cli import app
+from codesign.instance import instance_from_data, load_instance
+from codesign.model.evaluate import evaluate
+from codesign.solve import check_solution, cross_check_solutions, solve_instance
+from codesign.space import brute_force, space_size
+
+SOLVERS = available_solvers()
+RTOL = 1e-9
+ENUMERABLE = [
+    "tiny-3d-llama8b",
+    "small-3d-llama8b",
+    "dgx-llama70b-chip-choice",
+    "pf-llama405b-consistent",
+    "pf-llama405b-paper",
+    "pf-dense1t-consistent",
+    "pf-dense1t-paper",
+]
+
+
+def _agree(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * max(abs(a), abs(b))
+
+
+@pytest.mark.parametrize("name", ENUMERABLE)
+def test_brute_force_equals_both_solvers(name):
+    inst = load_instance(name)
+    bf = brute_force(inst)
+    assert bf.feasible
+    for solver in SOLVERS:
+        sol = solve_instance(inst, solver=solver)
+        assert sol.status == "optimal", (solver, sol.status, sol.gap)
+        assert _agree(sol.objective, bf.objective), (solver, sol.objective, bf.objective)
+        # the design is one of the optimal ones: the model gives it the optimum
+        ev = evaluate(inst, sol.design)
+        assert ev.feasible and _agree(ev.objective, bf.objective)
+        assert sol.gap is not None and abs(sol.gap) <= 1e-6
+        assert sol.verification["ok"]
+
+
+def test_large_decomposable_instance_both_solvers_agree():
+    """deepstack-multi-workload has 2e17 points; brute force decomposes by hardware design."""
+    inst = load_instance("deepstack-multi-workload")
+    assert space_size(inst) >= 1e15
+    bf = brute_force(inst)
+    sols = [solve_instance(inst, solver=s) for s in SOLVERS]
+    for s in sols:
+        assert s.status == "optimal" and _agree(s.objective, bf.objective)
+    if len(sols) == 2:
+        assert cross_check_solutions(*sols)["agree"] is True
+
+
+@st.composite
+def random_instances(draw) -> dict:
+    layers = draw(st.lists(st.sampled_from([1, 2, 4, 8, 12, 16]), min_size=1, max_size=3, unique=True))
+    tsv = draw(st.lists(st.sampled_from([4096, 16384, 65536]), min_size=1, max_size=2, unique=True))
+    area = draw(st.lists(st.sampled_from([40.0, 80.0, 160.0]), min_size=1, max_size=2, unique=True))
+    clock = draw(st.lists(st.sampled_from([0.8, 1.2, 1.75, 2.2]), min_size=1, max_size=2, unique=True))
+    sram = draw(st.lists(st.sampled_from([0.25, 1.0, 4.0]), min_size=1, max_size=2, unique=True))
+    workload = draw(st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "mixtral-8x7b"]))
+    devices = draw(st.sampled_from([4, 8]))
+    phase = draw(st.sampled_from(["decode", "both", "prefill"]))
+    objective = draw(st.sampled_from(["tokens_per_s", "energy_per_token_J", "tpot_s", "ttft_s"]))
+    decisions = {
+        "tp": draw(st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3, unique=True)),
+        "pp": draw(st.lists(st.sampled_from([1, 2]), min_size=1, max_size=2, unique=True)),
+        "batch": draw(st.lists(st.sampled_from([2, 8, 32, 128]), min_size=1, max_size=3, unique=True)),
+    }
+    if workload != "llama-3.1-8b":
+        decisions["ep"] = draw(st.lists(st.sampled_from([1, 2]), min_size=1, max_size=2, unique=True))
+    w = {
+        "name": "w",
+        "workload": workload,
+        "precision": draw(st.sampled_from(["fp8", "bf16"])),
+        "phase": phase,
+        "input_tokens": draw(st.sampled_from([128, 1024])),
+        "output_tokens": draw(st.sampled_from([64, 512])),
+        "decisions": decisions,
+    }
+    if draw(st.booleans()):
+        w["tpot_slo_ms"] = draw(st.sampled_from([5.0, 20.0, 100.0]))
+    budgets = {}
+    if draw(st.booleans()):
+        budgets["power_W"] = draw(st.sampled_from([40.0, 80.0, 160.0]))
+    if draw(st.booleans()):
+        budgets["area_mm2"] = draw(st.sampled_from([100.0, 200.0]))
+    return {
+        "name": "random",
+        "description": "hypothesis-generated",
+        "system": {"devices": devices, "scale_up_domain": devices},
+        "hardware": {
+            "family": "stacked-3d",
+            "decisions": {
+                "dram_layers": layers,
+                "tsv_count": tsv,
+                "tsv_pitch_um": [20.0],
+                "compute_area_mm2": area,
+                "clock_GHz": clock,
+                "sram_MiB": sram,
+            },
+        },
+        "workloads": [w],
+        "budgets": budgets,
+        "objective": {"metric": objective},
+    }
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_instances())
+def test_random_small_instances(raw):
+    """brute force = HiGHS = CP-SAT on random small instances, feasible or not."""
+    inst = instance_from_data(raw)
+    bf = brute_force(inst)
+    for solver in SOLVERS:
+        sol = solve_instance(inst, solver=solver)
+        if not bf.feasible:
+            assert sol.status == "infeasible", (solver, sol.status)
+            continue
+        assert sol.status == "optimal", (solver, sol.status, sol.gap)
+        assert _agree(sol.objective, bf.objective), (solver, sol.objective, bf.objective)
+
+
+def test_infeasible_budget_is_reported_not_crashed():
+    """An area budget below the fixed logic area leaves no hardware design."""
+    inst = load_instance("tiny-3d-llama8b")
+    raw = dict(inst.raw)
+    raw["budgets"] = {"area_mm2": 10.0}
+    bad = instance_from_data(raw)
+    for solver in SOLVERS:
+        sol = solve_instance(bad, solver=solver)
+        assert sol.status == "infeasible" and sol.design is None and sol.reason
+
+
+@pytest.mark.parametrize("family", ["memory-capacity-local", "slo-tpot"])
+def test_family_feasible_and_infeasible(family):
+    """Each per-workload family binds: a tight limit removes exactly the designs brute force
+    removes (same optimum), an impossible one makes the instance infeasible."""
+    inst = load_instance("tiny-3d-llama8b")
+    raw = json.loads(json.dumps(inst.raw))
+    w = raw["workloads"][0]
+    if family == "slo-tpot":
+        w["tpot_slo_ms"] = 3.0  # binds: the unconstrained optimum has TPOT ~ 6 ms
+        tight = instance_from_data(raw)
+        w["tpot_slo_ms"] = 1e-3
+        impossible = instance_from_data(raw)
+    else:
+        w["input_tokens"] = 32768  # long context: large batches no longer fit
+        tight = instance_from_data(raw)
+        w["decisions"]["batch"] = [128]
+        w["decisions"]["tp"] = [1]
+        w["input_tokens"] = 131072
+        raw["baseline"] = {**raw["baseline"], "batch": 128, "tp": 1}
+        impossible = instance_from_data(raw)
+    bf = brute_force(tight)
+    base = brute_force(inst)
+    assert bf.feasible and not math.isclose(bf.objective, base.objective)
+    for solver in SOLVERS:
+        sol = solve_instance(tight, solver=solver)
+        assert sol.status == "optimal" and _agree(sol.objective, bf.objective)
+        assert solve_instance(impossible, solver=solver).status == "infeasible"
+    assert not brute_force(impossible).feasible
+
+
+def test_saved_solution_rechecks(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["solve", "tiny-3d-llama8b", "--save", "--out-dir", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    for key in ("status", "objective", "sense", "bound", "gap", "design", "metrics", "solver", "time_s"):
+        assert key in data
+    path = tmp_path / "tiny-3d-llama8b.json"
+    assert path.exists() and (tmp_path / "ledger.solu").read_text().count("=opt= tiny-3d-llama8b") == 1
+    assert check_solution(path)["ok"]
+    # the design object is a valid --design file for evaluate
+    design = tmp_path / "d.json"
+    design.write_text(json.dumps(data["design"]))
+    r2 = runner.invoke(app, ["evaluate", "tiny-3d-llama8b", "--design", str(design), "--json"])
+    assert r2.exit_code == 0 and math.isclose(json.loads(r2.stdout)["objective"], data["objective"], rel_tol=1e-12)
+    # tampering with the stored design is caught
+    data["internal_objective"] *= 0.5
+    path.write_text(json.dumps(data))
+    assert not check_solution(path)["ok"]
+
+
+def test_cli_cross_check_and_bad_solver():
+    runner = CliRunner()
+    r = runner.invoke(app, ["solve", "tiny-3d-llama8b", "--cross-check", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["cross_check"]["agree"] is True
+    r = runner.invoke(app, ["solve", "tiny-3d-llama8b", "--solver", "gurobi"])
+    assert r.exit_code == 2 and "Traceback" not in r.output

@@ -223,13 +223,14 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
             if res.bound is not None:
                 round_bound = res.bound * unit
                 bound = round_bound if best is None else min(best_f, round_bound)
-            if res.x is None:
+            x = res.x if res.x is not None else res.raw_x
+            if x is None:
                 status = "feasible" if best else res.status
                 break
-            design = comp.decode(res.x)
+            design = comp.decode(x)
             claimed = res.objective * unit if res.objective is not None else None
             v = verify(inst, design, None)
-            if v.evaluation is not None and v.ok:
+            if res.x is not None and v.evaluation is not None and v.ok:
                 f = v.objective_model
                 if claimed is not None and abs(f - claimed) > 1e-6 * abs(f) and res.rounding is None:
                     raise ModelError(
@@ -248,7 +249,7 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
                 status = "feasible" if best else res.status
                 break
             # exclude this design; keep only designs that could beat the best verified one
-            chosen = np.concatenate([[comp.x[_on(res.x[comp.x])]]] + [[y[_on(res.x[y])]] for y in comp.y.values()])
+            chosen = np.concatenate([[comp.x[_on(x[comp.x])]]] + [[y[_on(x[y])]] for y in comp.y.values()])
             mip.add_row(f"polish-nogood[{rounds}]", chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
             if best is not None:
                 idx, val = lin.add((mip.obj_idx, mip.obj_val))
@@ -264,7 +265,7 @@ def _proved(res) -> bool:
     """The solver proved its (possibly rounded) model optimal: its bound is then valid for the
     designs left, and the loop can go on. CP-SAT reports "feasible" when only the rounding
     allowance keeps the gap open, with termination "OPTIMAL"."""
-    return res.status == "optimal" or str(res.termination).upper() == "OPTIMAL"
+    return res.status == "optimal" or str(res.termination).upper().startswith("OPTIMAL")
 
 
 def _on(vals: np.ndarray) -> int:

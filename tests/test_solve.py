@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -123,7 +124,7 @@ def random_instances(draw) -> dict:
     }
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("CODESIGN_HYPOTHESIS_EXAMPLES", "12")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_instances())
 def test_random_small_instances(raw):
     """brute force = HiGHS = CP-SAT on random small instances, feasible or not."""

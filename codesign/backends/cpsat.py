@@ -216,7 +216,10 @@ def build_grid(
     coarsen = derived & (needed > step)
     step[coarsen] = np.exp2(np.ceil(np.log2(needed[coarsen])))
     steps = np.where(spread, width / step, 0.0)
-    fail(steps > MAX_STEPS, f"the range needs more than {MAX_STEPS:.3g} grid steps; use a coarser resolution")
+    fail(
+        steps > MAX_STEPS,
+        f"the range needs more than {MAX_STEPS:.3g} grid steps; use a coarser resolution",
+    )
     yhi[continuous] = np.floor(steps[continuous] * (1 + FLOAT_ROUNDOFF))
     cost = np.zeros(count)
     if objective is not None:
@@ -235,7 +238,8 @@ class ScaledRows:
     """Rows of a :class:`RowBlock` in integers: ``lb_int <= Σ k·y <= ub_int`` per row.
 
     ``impossible`` rows have no integer solution at all (their sides crossed); ``relaxation``
-    is how far (in the row's units) a finite side was moved outward (plus round-off margin);
+    is how far (in the row's units) a solution of the integer row may violate the MIP row:
+    the outward move of its sides (plus round-off margin) and the coefficient rounding;
     ``error`` is the coefficient rounding allowance ``Σ|k - σ·c|·max|y|`` (computed with
     error-free products, so 0 for exact rows) and ``snap`` the grid-snapping allowance
     ``σ·Σ|c|·snap``, both in integer units.
@@ -349,7 +353,11 @@ def _choose_scales(
     lengths = np.diff(block.ptr)[cand_row]
     pair_cand = np.repeat(np.arange(len(cand_row)), lengths)
     first = np.cumsum(lengths) - lengths
-    pair_entry = np.arange(lengths.sum()) - np.repeat(first, lengths) + np.repeat(block.ptr[cand_row], lengths)
+    pair_entry = (
+        np.arange(lengths.sum())
+        - np.repeat(first, lengths)
+        + np.repeat(block.ptr[cand_row], lengths)
+    )
     errors = _rounding_error(cand_scale[pair_cand], c[pair_entry], ymax[pair_entry])
     score = np.bincount(pair_cand, weights=errors, minlength=len(cand_row)) / cand_scale
     order = np.lexsort((-cand_scale, score, cand_row))  # per row: least error, then largest σ
@@ -372,7 +380,9 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
     span = _segment_sum(abs_k_span, rows, count)
     over = span > 2 * MAX_ACTIVITY  # rounding up cannot double a span; guard anyway
     if over.any():
-        raise LoweringError(f"row {block.names[int(np.flatnonzero(over)[0])]!r} overflows int64 after scaling")
+        raise LoweringError(
+            f"row {block.names[int(np.flatnonzero(over)[0])]!r} overflows int64 after scaling"
+        )
     # |k - σ·(true coefficient)|, exactly up to one rounding: σ·c_true = p + e_p + σ·e_c
     coef_error = np.abs((k - exact_scaled) - product_error - scale[rows] * c_error)
     coef_error *= 1 + FLOAT_ROUNDOFF
@@ -398,6 +408,9 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
         moved_ub = np.where(np.isfinite(block.ub), ub_int - scale * (block.ub - shift), 0.0)
         moved_lb = np.where(np.isfinite(block.lb), scale * (block.lb - shift) - lb_int, 0.0)
     moved = np.maximum(np.maximum(moved_ub, moved_lb), 0.0) + margin
+    # a solution of the integer row satisfies the real row up to the moved sides plus the
+    # coefficient rounding Σ|k - σc|·|y|
+    violation = moved + error
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(k == 0, 1.0, np.abs(k - exact_scaled) / np.abs(exact_scaled))
     return ScaledRows(
@@ -408,7 +421,7 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
         rel_error=_segment_max(rel, rows, count, 0.0),
         error=error,
         snap=snap,
-        relaxation=moved / scale,
+        relaxation=violation / scale,
         dropped=np.bincount(rows[k == 0], minlength=count),
         impossible=lb_int > ub_int,
     )
@@ -430,7 +443,9 @@ class LoweredModel:
 
     def rounding_abs_tolerance(self, rel_tolerance: float) -> float:
         """Absolute gap the grids may leave: a few objective grid steps, capped relatively."""
-        return min(ROUNDING_GAP_STEPS * self.objective_grid_step, rel_tolerance * self.objective_spread)
+        return min(
+            ROUNDING_GAP_STEPS * self.objective_grid_step, rel_tolerance * self.objective_spread
+        )
 
     def to_mip_objective(self, integer_objective: float) -> float:
         """MIP units of an integer-model objective value (without the rounding widening)."""
@@ -467,12 +482,19 @@ def _row_records(block: RowBlock, scaled: ScaledRows) -> list[RowRounding]:
     return [
         RowRounding(name, float(s), float(e), float(rx), int(d))
         for name, s, e, rx, d in zip(
-            block.names, scaled.scale, scaled.rel_error, scaled.relaxation, scaled.dropped, strict=True
+            block.names,
+            scaled.scale,
+            scaled.rel_error,
+            scaled.relaxation,
+            scaled.dropped,
+            strict=True,
         )
     ]
 
 
-def lower(mip: MIP, *, default_steps: float = DEFAULT_STEPS, max_coefficient: float = MAX_COEFFICIENT) -> LoweredModel:
+def lower(
+    mip: MIP, *, default_steps: float = DEFAULT_STEPS, max_coefficient: float = MAX_COEFFICIENT
+) -> LoweredModel:
     """Lower ``mip`` to a CP-SAT model (see the module docstring for the scaling).
 
     Raises:
@@ -509,7 +531,12 @@ def lower(mip: MIP, *, default_steps: float = DEFAULT_STEPS, max_coefficient: fl
     # snapping in the objective's favour costs nothing; only undirected terms (none, as every
     # continuous objective variable is directed) could add to it
     undirected = grid.continuous[obj.idx] & ~grid.directed[obj.idx]
-    snap_bound = float(np.sum(np.abs(obj.val[undirected] * grid.step[obj.idx][undirected]) * grid.snap[obj.idx][undirected]))
+    snap_bound = float(
+        np.sum(
+            np.abs(obj.val[undirected] * grid.step[obj.idx][undirected])
+            * grid.snap[obj.idx][undirected]
+        )
+    )
     rounding = Rounding(
         objective_resolution=1.0 / objective_scale,
         objective_error_bound=error_bound,
@@ -573,7 +600,10 @@ def polish(mip: MIP, x: np.ndarray) -> tuple[np.ndarray | None, str]:
         exact = lp.x.copy()
         integer = np.array([v.integer for v in mip.vars], dtype=bool)
         exact[integer] = x[integer]
-        return exact, f"continuous values re-solved by an LP with the design fixed ({lp.solver} {lp.solver_version})"
+        return (
+            exact,
+            f"continuous values re-solved by an LP with the design fixed ({lp.solver} {lp.solver_version})",
+        )
     if lp.status == "infeasible":
         return None, "the design has no feasible continuous completion in the unrounded MIP"
     return x, f"polish LP ended {lp.status} ({lp.termination}); grid values kept"
@@ -720,6 +750,7 @@ def _result(
     if cp_status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and mip.vars:
         raw = solver.best_objective_bound
         bound = lowered.to_mip_bound(raw) if math.isfinite(raw) else None
+    raw_x = x
     if x is not None and outcome.polish:
         x, note = polish(mip, x)
         lowered.rounding.notes.append(note)
@@ -766,6 +797,7 @@ def _result(
         bound=bound,
         gap=relative_gap(objective, bound),
         x=x,
+        raw_x=raw_x,
         wall_time_s=time.perf_counter() - outcome.start_time,
         nodes=int(solver.num_branches),
         solver=SOLVER_NAME,

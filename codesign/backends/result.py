@@ -75,8 +75,9 @@ class RowRounding:
         max_rel_coef_error: largest ``|round(c·scale) - c·scale| / |c·scale|`` over its
             coefficients (``c`` = MIP coefficient times the variable's resolution); 1.0 for a
             coefficient rounded to zero.
-        relaxation: how far each finite side of the row was moved outward, in the row's own
-            units: coefficient rounding, snapping continuous values to their grid, float margin.
+        relaxation: how far a solution of the integer model may violate the row, in the row's
+            own units (its sides were moved outward for coefficient rounding, for snapping
+            continuous values to their grids, and by a float margin).
         dropped: number of coefficients that rounded to zero.
     """
 
@@ -157,6 +158,9 @@ class SolveResult:
     solver_version: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     rounding: Rounding | None = None
+    #: the solver's own assignment before any repair (CP-SAT: on the integer grids); set even
+    #: when it turns out infeasible for the unrounded MIP, so a caller can exclude that design
+    raw_x: np.ndarray | None = None
     log_tail: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -181,6 +185,7 @@ class SolveResult:
         """JSON-ready dictionary (arrays as lists, non-finite floats as strings)."""
         out = asdict(self)
         out["x"] = None if self.x is None else [float(v) for v in self.x]
+        out["raw_x"] = None if self.raw_x is None else [float(v) for v in self.raw_x]
         for key in ("objective", "bound", "gap"):
             value = out[key]
             if value is not None and not math.isfinite(value):

@@ -258,7 +258,7 @@ def print_evaluation(inst, ev) -> None:
 @handles_errors
 def solve_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
-    solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
+    solver: Annotated[str, typer.Option("--solver", help="highs | cpsat | pyomo:<name>")] = "highs",
     objective: Annotated[str | None, typer.Option("--objective", help="tokens_per_s | energy_per_token_J | tpot_s | ttft_s")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds; the incumbent and its bound are kept")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="solver threads / workers")] = None,
@@ -270,15 +270,16 @@ def solve_cmd(
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
     from codesign.instance import load_instance, with_objective
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import SOLVERS, cross_check_solutions, write_ledger
+    from codesign.solve import SOLVERS, check_solver, cross_check_solutions, write_ledger
 
+    check_solver(solver)
     inst = load_instance(name)
     if objective is not None:
         inst = with_objective(inst, objective)
     sol = _solve_live(inst, solver, time_limit, threads, quiet=as_json)
     record = sol.as_dict()
     if cross_check:
-        other = next(s for s in SOLVERS if s != solver)
+        other = next(s for s in SOLVERS if s != solver)  # highs <-> cpsat (pyomo:* -> highs)
         sol2 = _solve_live(inst, other, time_limit, threads, quiet=as_json)
         record["cross_check"] = cross_check_solutions(sol, sol2)
     if save:
@@ -353,6 +354,77 @@ def check_solution_cmd(
         out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {file}: {report['message']}")
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+@app.command("export")
+@handles_errors
+def export_cmd(
+    name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
+    fmt: Annotated[str, typer.Option("--format", help="mps | lp")] = "mps",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default NAME.FORMAT)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the instance's exact MIP as MPS or LP so any solver can reproduce a result."""
+    from codesign.backends.pyomo import export
+    from codesign.formulation.build import build
+    from codesign.instance import load_instance
+
+    inst = load_instance(name)
+    comp = build(inst)
+    if comp.empty_reason:
+        raise InputError(f"nothing to export: {comp.empty_reason}", value=inst.name)
+    path = export(comp.mip, output or Path(f"{inst.name}.{fmt}"), fmt)
+    info = {"path": str(path), "format": fmt, **comp.mip.stats(), "objective_unit": comp.objective_unit}
+    if as_json:
+        _emit_json(info)
+    else:
+        out.print(f"wrote {path} ({info['variables']} variables, {info['rows']} rows); "
+                  f"objective x {comp.objective_unit:.6g} = {inst.objective.metric} internal units")
+
+
+@app.command("validate")
+@handles_errors
+def validate_cmd(
+    csv: Annotated[Path, typer.Argument(help="measurements CSV (schema of shared/validation/measurements.csv)")],
+    by: Annotated[str, typer.Option("--by", help="comma-separated row fields to group by")] = "model,gpu",
+    split: Annotated[Path | None, typer.Option("--split", help="fit/held-out split JSON (labels rows)")] = None,
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="write a predicted-vs-measured PNG")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict measured inference performance with the model; report per-row error and MAPE."""
+    from codesign import validate as v
+
+    if not csv.exists():
+        raise InputError("measurements file not found", file=csv)
+    kwargs = {} if split is None else {"split_file": split}
+    report = v.run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()), **kwargs)
+    if plot_path is not None:
+        v.plot(report, plot_path)
+    if as_json:
+        _emit_json(report.as_dict())
+    else:
+        out.print(v.format_report(report), highlight=False, soft_wrap=True)
+
+
+@app.command("calibrate")
+@handles_errors
+def calibrate_cmd(
+    csv: Annotated[Path, typer.Argument(help="measurements CSV")],
+    split: Annotated[Path, typer.Option("--split", help="fit/held-out split JSON; only 'fit' rows are used")],
+    write: Annotated[bool, typer.Option("--write", help="write the fitted values to calibration.toml")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
+    from codesign import validate as v
+
+    for f in (csv, split):
+        if not f.exists():
+            raise InputError("file not found", file=f)
+    fitted = v.fit_calibration(csv, split, write=True if write else None)
+    if as_json:
+        _emit_json(fitted)
+    else:
+        out.print_json(dumps(fitted))
 
 
 def main() -> None:

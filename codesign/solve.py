@@ -27,6 +27,32 @@ GAP_TOL = 1e-6
 SOLVERS = ("highs", "cpsat")
 
 
+def check_solver(solver: str) -> None:
+    """``highs``, ``cpsat`` or ``pyomo:<name>`` (any solver Pyomo drives)."""
+    if solver in SOLVERS or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
+        return
+    from codesign.errors import did_you_mean
+
+    raise InputError(
+        "unknown solver",
+        key="--solver",
+        value=solver,
+        expected="highs | cpsat | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
+        suggestion=did_you_mean(solver, SOLVERS),
+    )
+
+
+def backend_solve(mip, solver: str, **opts):
+    """Dispatch to a native backend or to Pyomo (``pyomo:<name>``)."""
+    from codesign import backends
+
+    if solver.startswith("pyomo:"):
+        from codesign.backends import pyomo as pyomo_backend
+
+        return pyomo_backend.solve(mip, solver.split(":", 1)[1], time_limit=opts.get("time_limit"))
+    return backends.solve(mip, solver, **opts)
+
+
 @dataclass
 class Solution:
     instance: str
@@ -91,8 +117,7 @@ def solve_instance(
     """Build, solve, decode and verify (raises ModelError if the model disagrees with the solver)."""
     from codesign.formulation.build import build
 
-    if solver not in SOLVERS:
-        raise InputError(f"unknown solver {solver!r}", expected=f"one of {SOLVERS}")
+    check_solver(solver)
     t0 = time.perf_counter()
     comp = build(inst)
     build_s = time.perf_counter() - t0
@@ -188,7 +213,6 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
     the best verified objective (within POLISH_RTOL) or the model becomes infeasible: then the
     best design is optimal for the exact model. Rows added here are removed before returning.
     """
-    from codesign import backends
     from codesign.formulation import linearize as lin
     from codesign.verify import verify
 
@@ -213,7 +237,7 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
                     status = "feasible" if best else "no_solution"
                     break
                 o["time_limit"] = left
-            res = backends.solve(mip, solver, **o)
+            res = backend_solve(mip, solver, **o)
             nodes += res.nodes or 0
             if res.status == "infeasible":
                 # nothing left at or below the cutoff: the best verified design is optimal

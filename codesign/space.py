@@ -21,6 +21,7 @@ import numpy as np
 
 from codesign.instance import Instance
 from codesign.model.evaluate import (
+    constraint_lhs,
     constraints,
     eval_form,
     holds,
@@ -74,7 +75,7 @@ def _feasible_mask(inst, tables, cons, rows) -> np.ndarray:
     mask = np.ones(len(rows), dtype=bool)
     for c in cons:
         if c.workload is None:
-            lhs = eval_form(c.form, tables.hw, None, hw_rows=rows)[:, 0]
+            lhs = constraint_lhs(c, tables.hw, None, hw_rows=rows)[:, 0]
             rhs = c.rhs + (tables.hw.column(c.rhs_hw)[rows] if c.rhs_hw else 0.0)
             mask &= holds(lhs, rhs)
     return mask
@@ -118,7 +119,7 @@ def brute_force(
             for c in cons:
                 if c.workload != wname:
                     continue
-                lhs = eval_form(c.form, hw, st, hw_rows=rows)
+                lhs = constraint_lhs(c, hw, st, hw_rows=rows)
                 rhs = c.rhs + (hw.column(c.rhs_hw)[rows][:, None] if c.rhs_hw else 0.0)
                 feas &= holds(lhs, rhs)
             obj = np.where(feas & np.isfinite(obj), obj, np.inf)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import signal
 import threading
 import time
 from collections import deque
@@ -42,6 +43,7 @@ __all__ = [
     "Rounding",
     "RowBlock",
     "RowRounding",
+    "RunOutcome",
     "SolveResult",
     "activity_ranges",
     "available_solvers",
@@ -66,7 +68,8 @@ class Capabilities:
         continuous: "native" or "integer grid" (continuous variables scaled to integers).
         assumption_cores: can explain infeasibility by a subset of assumption literals.
         exact_integer_arithmetic: proofs are in exact integer arithmetic (after scaling).
-        deterministic: same answer for same model, options and seed.
+        deterministic: when the same model, options and seed give the same answer.
+        caveats: known limits a caller should keep in mind.
     """
 
     name: str
@@ -76,6 +79,7 @@ class Capabilities:
     assumption_cores: bool
     exact_integer_arithmetic: bool
     deterministic: str
+    caveats: str = ""
 
 
 CAPABILITIES: dict[str, Capabilities] = {
@@ -87,6 +91,10 @@ CAPABILITIES: dict[str, Capabilities] = {
         assumption_cores=False,
         exact_integer_arithmetic=False,
         deterministic="always (serial tree search)",
+        caveats=(
+            "floating point: rows hold within 1e-7 and integrality within 1e-6, so a big-M row "
+            "lets a binary act by 1e-6·M (HiGHS #1721); verify every design with the model"
+        ),
     ),
     "cpsat": Capabilities(
         name="cpsat",
@@ -96,6 +104,12 @@ CAPABILITIES: dict[str, Capabilities] = {
         assumption_cores=True,
         exact_integer_arithmetic=True,
         deterministic="with threads=1 and a fixed random_seed",
+        caveats=(
+            "continuous values live on grids (polished afterwards by an LP); one worker can "
+            "improve a fine-grid objective one unit at a time; rows coupling several fine-grid "
+            "continuous variables can make bound propagation ignore the time limit and "
+            "stop_search() (the solve is then abandoned after a grace period)"
+        ),
     ),
 }
 
@@ -108,9 +122,7 @@ _MODULES: dict[str, str] = {
 
 def available_solvers() -> list[str]:
     """Names of the backends whose solver package is installed, in preference order."""
-    return [
-        name for name, caps in CAPABILITIES.items() if importlib.util.find_spec(caps.package)
-    ]
+    return [name for name, caps in CAPABILITIES.items() if importlib.util.find_spec(caps.package)]
 
 
 def solve(mip: MIP, solver: str = "highs", **opts: Any) -> SolveResult:
@@ -149,6 +161,10 @@ def solve(mip: MIP, solver: str = "highs", **opts: Any) -> SolveResult:
 
 #: seconds between checks of a running solve (how fast Ctrl-C is noticed)
 POLL_INTERVAL_S = 0.1
+#: seconds a solver may run past its time limit before it is asked to stop
+STOP_GRACE_S = 5.0
+#: seconds a solver may ignore a stop request before it is abandoned in its thread
+ABANDON_GRACE_S = 10.0
 
 _T = TypeVar("_T")
 
@@ -249,7 +265,9 @@ def flatten_rows(
     )
 
 
-def activity_ranges(block: RowBlock, lbs: np.ndarray, ubs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def activity_ranges(
+    block: RowBlock, lbs: np.ndarray, ubs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Interval-arithmetic range ``[lo, hi]`` of every row's activity over the variable bounds.
 
     The same arithmetic as :meth:`MIP.row_bounds`, vectorised over all rows of ``block``:
@@ -286,7 +304,7 @@ class LogTail:
             tail = list(self._chunks)
             if self._partial.strip():
                 tail.append(self._partial.rstrip())
-            return tail[-(self._chunks.maxlen or len(tail)):]
+            return tail[-(self._chunks.maxlen or len(tail)) :]
 
 
 class ProgressRelay:
@@ -315,7 +333,9 @@ class ProgressRelay:
             return
         with self._lock:
             if incumbent is not None and np.isfinite(incumbent):
-                self.incumbent = incumbent if self.incumbent is None else min(self.incumbent, incumbent)
+                self.incumbent = (
+                    incumbent if self.incumbent is None else min(self.incumbent, incumbent)
+                )
             if bound is not None and np.isfinite(bound):
                 self.bound = bound if self.bound is None else max(self.bound, bound)
             gap = relative_gap(self.incumbent, self.bound)
@@ -326,17 +346,46 @@ class ProgressRelay:
                 self._progress = None
 
 
-def run_interruptible(target: Callable[[], _T], stop: Callable[[], None]) -> tuple[_T, bool]:
+@dataclass
+class RunOutcome:
+    """How :func:`run_interruptible` ended.
+
+    Attributes:
+        value: what the solver call returned (None when abandoned).
+        interrupted: Ctrl-C was pressed while waiting (``stop()`` was called).
+        abandoned: the solver ignored ``stop()`` for :data:`ABANDON_GRACE_S` seconds and was
+            left running in its daemon thread (it burns a CPU until it returns or the process
+            ends); no answer is available.
+        overran: the solver ran :data:`STOP_GRACE_S` past its time limit and was asked to stop.
+    """
+
+    value: Any
+    interrupted: bool = False
+    abandoned: bool = False
+    overran: bool = False
+
+
+def run_interruptible(
+    target: Callable[[], _T], stop: Callable[[], None], time_limit: float | None = None
+) -> RunOutcome:
     """Run ``target()`` in a worker thread; Ctrl-C while waiting calls ``stop()`` and keeps waiting.
 
-    Returns ``(target's value, interrupted)``. The solver must honour ``stop()`` by returning its
-    incumbent. Waiting uses an Event rather than ``Thread.join``: a KeyboardInterrupt inside
-    ``join`` can leave the thread looking finished while it still runs (CPython 3.11).
+    The solver must honour ``stop()`` by returning its incumbent. A watchdog guards against a
+    solver that does not: past ``time_limit + STOP_GRACE_S`` it calls ``stop()``, and
+    :data:`ABANDON_GRACE_S` after any ``stop()`` it gives up waiting (``abandoned``). CP-SAT
+    9.15 was seen to ignore both its time limit and ``stop_search()`` inside bound propagation
+    on large domains. Waiting uses an Event rather than ``Thread.join``: a KeyboardInterrupt
+    inside ``join`` can leave the thread looking finished while it still runs (CPython 3.11).
     """
     done = threading.Event()
     box: dict[str, Any] = {}
 
     def work() -> None:
+        # Ctrl-C must reach the waiting thread at once: block SIGINT here and so in every
+        # solver thread started from here (they inherit the mask); the kernel then delivers it
+        # to a thread that does not block it, the waiting one.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             box["value"] = target()
         except BaseException as exc:  # re-raised in the caller's thread
@@ -344,15 +393,32 @@ def run_interruptible(target: Callable[[], _T], stop: Callable[[], None]) -> tup
         finally:
             done.set()
 
-    threading.Thread(target=work, name="codesign-solve", daemon=True).start()
-    interrupted = False
+    worker = threading.Thread(target=work, name="codesign-solve", daemon=True)
+    outcome = RunOutcome(None)
+    start = time.perf_counter()
+    stop_at = None if time_limit is None else start + time_limit + STOP_GRACE_S
+    abandon_at: float | None = None
     while True:
-        try:
+        try:  # start inside the try: a fast solver can find (and report) a solution before
+            # Thread.start() has returned, and Ctrl-C may come just then
+            if worker.ident is None:
+                worker.start()
             if done.wait(POLL_INTERVAL_S):
                 break
+            now = time.perf_counter()
+            if stop_at is not None and now >= stop_at and abandon_at is None:
+                outcome.overran = True
+                stop()
+                abandon_at = now + ABANDON_GRACE_S
+            if abandon_at is not None and now >= abandon_at:
+                outcome.abandoned = True
+                return outcome
         except KeyboardInterrupt:
-            interrupted = True
+            outcome.interrupted = True
             stop()
+            if abandon_at is None:
+                abandon_at = time.perf_counter() + ABANDON_GRACE_S
     if "error" in box:
         raise box["error"]
-    return box["value"], interrupted
+    outcome.value = box["value"]
+    return outcome

@@ -255,6 +255,8 @@ class ScaledRows:
     relaxation: np.ndarray
     dropped: np.ndarray
     impossible: np.ndarray
+    #: per row, the constant part of its activity (anchors and fixed variables), row units
+    shift: np.ndarray
 
 
 #: Veltkamp's splitter for doubles (2^27 + 1)
@@ -303,15 +305,17 @@ def _choose_scales(
 
     Candidates, all with ``max|σc| <= max_coefficient`` and ``Σ|σc|·max|y| <= MAX_ACTIVITY``:
     small multiples of ``1 / min|c|`` and of ``1 / (finest step in the row)`` (kept when they
-    make every σc integral: the row is then exact); otherwise the largest allowed scale σ_top, and for each term with ``max|y| > 1``
-    the largest scale below σ_top that makes that term an exact integer (continuous terms
-    multiply the most steps, so their exactness matters most).
+    make every σc integral: the row is then exact); otherwise the largest allowed scale σ_top,
+    and for each term with ``max|y| > 1`` the largest scale below σ_top that makes that term an
+    exact integer (continuous terms multiply the most steps, so their exactness matters most).
+    Zero coefficients (fixed variables folded into the sides) take no part.
     """
     count = len(block)
     rows = block.row_of_entry
     absc = np.abs(c)
+    live = absc > 0
     cmax = _segment_max(absc, rows, count, 0.0)
-    cmin = _segment_min(absc, rows, count, np.inf)
+    cmin = _segment_min(np.where(live, absc, np.inf), rows, count, np.inf)
     has_terms = cmax > 0
     safe_max = np.where(has_terms, cmax, 1.0)
     safe_min = np.where(has_terms, cmin, 1.0)
@@ -325,7 +329,7 @@ def _choose_scales(
 
     # 1. exact rows: a small multiple of 1/min|c| or of 1/(finest step) makes every σc integral
     decided = ~has_terms
-    finest = _segment_min(step, rows, count, 1.0)
+    finest = _segment_min(np.where(live, step, np.inf), rows, count, 1.0)
     for base, multiple in itertools.product((safe_min, finest), EXACT_MULTIPLIERS):
         open_entries = ~decided[rows]
         if not open_entries.any():
@@ -343,7 +347,7 @@ def _choose_scales(
     open_rows = np.flatnonzero(~decided)
     if len(open_rows) == 0:
         return scale
-    heavy = (ymax > 1) & ~decided[rows]
+    heavy = (ymax > 1) & live & ~decided[rows]
     heavy_rows = rows[heavy]
     heavy_scale = np.floor(top[heavy_rows] * absc[heavy]) / absc[heavy]
     usable = heavy_scale > 0
@@ -371,7 +375,10 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
     count = len(block)
     rows = block.row_of_entry
     idx = block.idx
-    c, c_error = _two_product(block.val, grid.sign[idx] * grid.step[idx])
+    # a variable fixed by its bounds contributes a constant: fold it into the shift, exactly
+    fixed = grid.ylo[idx] == grid.yhi[idx]
+    value = np.where(fixed, 0.0, block.val)
+    c, c_error = _two_product(value, grid.sign[idx] * grid.step[idx])
     ymax = grid.ymax[idx]
     scale = _choose_scales(c, ymax, grid.step[idx], block, max_coefficient)
     exact_scaled, product_error = _two_product(scale[rows], c)
@@ -388,7 +395,8 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
     coef_error *= 1 + FLOAT_ROUNDOFF
     error = _segment_sum(coef_error * ymax, rows, count)
     snap = _segment_sum(np.abs(exact_scaled) * grid.snap[idx], rows, count)
-    shift_terms = block.val * grid.offset[idx]
+    at = grid.offset[idx] + np.where(fixed, grid.sign[idx] * grid.step[idx] * grid.ylo[idx], 0.0)
+    shift_terms = block.val * at
     shift = _segment_sum(shift_terms, rows, count)
     shift_size = _segment_sum(np.abs(shift_terms), rows, count)
     terms = np.bincount(rows, minlength=count)
@@ -412,7 +420,9 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
     # coefficient rounding Σ|k - σc|·|y|
     violation = moved + error
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(k == 0, 1.0, np.abs(k - exact_scaled) / np.abs(exact_scaled))
+        rel = np.where(
+            k == 0, np.where(value != 0, 1.0, 0.0), np.abs(k - exact_scaled) / np.abs(exact_scaled)
+        )
     return ScaledRows(
         k=k.astype(np.int64),
         lb_int=lb_int,
@@ -422,8 +432,9 @@ def scale_rows(block: RowBlock, grid: Grid, max_coefficient: float = MAX_COEFFIC
         error=error,
         snap=snap,
         relaxation=violation / scale,
-        dropped=np.bincount(rows[k == 0], minlength=count),
+        dropped=np.bincount(rows[(k == 0) & (value != 0)], minlength=count),
         impossible=lb_int > ub_int,
+        shift=shift,
     )
 
 
@@ -458,9 +469,10 @@ class LoweredModel:
 
 def _add_rows(proto: Any, block: RowBlock, scaled: ScaledRows) -> None:
     """Append the scaled rows to the CP-SAT proto (enforced by ``block.binary`` when given)."""
-    idx = block.idx.tolist()
-    coeffs = scaled.k.tolist()
-    ptr = block.ptr.tolist()
+    keep = scaled.k != 0  # fixed variables (folded into the sides) and dropped terms
+    idx = block.idx[keep].tolist()
+    coeffs = scaled.k[keep].tolist()
+    ptr = np.concatenate([[0], np.cumsum(keep)])[block.ptr].tolist()
     lbs = scaled.lb_int.tolist()
     ubs = scaled.ub_int.tolist()
     binaries = None if block.binary is None else block.binary.tolist()
@@ -524,9 +536,10 @@ def lower(
     # the objective, scaled like a row without sides
     obj_scaled = scale_rows(obj, grid, max_coefficient)
     objective_scale = float(obj_scaled.scale[0])
-    proto.objective.vars.extend(obj.idx.tolist())
-    proto.objective.coeffs.extend(obj_scaled.k.tolist())
-    shift = mip.obj_constant + float(np.sum(obj.val * grid.offset[obj.idx]))
+    nonzero = obj_scaled.k != 0
+    proto.objective.vars.extend(obj.idx[nonzero].tolist())
+    proto.objective.coeffs.extend(obj_scaled.k[nonzero].tolist())
+    shift = mip.obj_constant + float(obj_scaled.shift[0])
     error_bound = float(obj_scaled.error[0]) / objective_scale
     # snapping in the objective's favour costs nothing; only undirected terms (none, as every
     # continuous objective variable is directed) could add to it
@@ -700,10 +713,27 @@ def solve(
 
         solver.best_bound_callback = on_bound
 
-    status, interrupted = run_interruptible(
-        lambda: solver.solve(lowered.model, callback), solver.stop_search
+    run = run_interruptible(
+        lambda: solver.solve(lowered.model, callback), solver.stop_search, time_limit
     )
-    outcome = _Outcome(status, interrupted, time_limit, start_time, polish_continuous, check)
+    if run.abandoned:
+        reason = "its time limit" if run.overran else "Ctrl-C"
+        return SolveResult(
+            status="error",
+            termination=(
+                f"abandoned: CP-SAT ignored {reason} and stop_search() (a known or-tools hang in "
+                "bound propagation on large domains); its thread keeps running"
+            ),
+            bound=relay.bound,
+            wall_time_s=time.perf_counter() - start_time,
+            solver=SOLVER_NAME,
+            solver_version=solver_version(),
+            parameters=parameters,
+            rounding=lowered.rounding,
+            log_tail=log.lines(),
+            warnings=warnings,
+        )
+    outcome = _Outcome(run.value, run.interrupted, time_limit, start_time, polish_continuous, check)
     return _result(mip, lowered, solver, outcome, log, warnings, parameters)
 
 
@@ -750,7 +780,7 @@ def _result(
     if cp_status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) and mip.vars:
         raw = solver.best_objective_bound
         bound = lowered.to_mip_bound(raw) if math.isfinite(raw) else None
-    raw_x = x
+    raw_x = x  # the grid values, kept even when the design has no exact completion
     if x is not None and outcome.polish:
         x, note = polish(mip, x)
         lowered.rounding.notes.append(note)

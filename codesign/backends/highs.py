@@ -188,11 +188,18 @@ def lower(mip: MIP) -> LoweredModel:
     lb_m = lo[lb_rows] - ind.lb[lb_rows]
     in_ub = need_ub[entry_row]
     in_lb = need_lb[entry_row]
-    rows = np.concatenate([
-        plain.row_of_entry, ub_number[entry_row[in_ub]], ub_number[ub_rows],
-        lb_number[entry_row[in_lb]], lb_number[lb_rows],
-    ])
-    cols = np.concatenate([plain.idx, ind.idx[in_ub], binary[ub_rows], ind.idx[in_lb], binary[lb_rows]])
+    rows = np.concatenate(
+        [
+            plain.row_of_entry,
+            ub_number[entry_row[in_ub]],
+            ub_number[ub_rows],
+            lb_number[entry_row[in_lb]],
+            lb_number[lb_rows],
+        ]
+    )
+    cols = np.concatenate(
+        [plain.idx, ind.idx[in_ub], binary[ub_rows], ind.idx[in_lb], binary[lb_rows]]
+    )
     vals = np.concatenate([plain.val, ind.val[in_ub], ub_m, ind.val[in_lb], lb_m])
     count = len(plain) + len(ub_rows) + len(lb_rows)
     start, index, value = csr_from_coo(rows, cols, vals, count)
@@ -238,9 +245,9 @@ def lower(mip: MIP) -> LoweredModel:
     return LoweredModel(
         col_lower=lbs,
         col_upper=ubs,
-        integrality=np.where([v.integer for v in mip.vars], HIGHS_INTEGER, HIGHS_CONTINUOUS).astype(np.int32)
-        if num_vars
-        else np.zeros(0, dtype=np.int32),
+        integrality=np.array(
+            [HIGHS_INTEGER if v.integer else HIGHS_CONTINUOUS for v in mip.vars], dtype=np.int32
+        ),
         cost=cost * objective_scale,
         offset=mip.obj_constant * objective_scale,
         objective_scale=objective_scale,
@@ -409,7 +416,9 @@ def solve(
     if relay.active:
         scale = model.objective_scale
         h.cbMipImprovingSolution.subscribe(
-            lambda e: relay(e.data_out.objective_function_value / scale, e.data_out.mip_dual_bound / scale)
+            lambda e: relay(
+                e.data_out.objective_function_value / scale, e.data_out.mip_dual_bound / scale
+            )
         )
         h.cbMipLogging.subscribe(
             lambda e: relay(e.data_out.mip_primal_bound / scale, e.data_out.mip_dual_bound / scale)
@@ -418,8 +427,17 @@ def solve(
     def request_stop() -> None:
         stop_requested[0] = True
 
-    _, interrupted = run_interruptible(h.run, request_stop)
-    return _result(mip, model, h, interrupted, start_time, log, warnings, base, check)
+    run = run_interruptible(h.run, request_stop, time_limit)
+    if run.abandoned:
+        return SolveResult(
+            status="error",
+            termination="abandoned: HiGHS did not stop when asked (its thread keeps running)",
+            wall_time_s=time.perf_counter() - start_time,
+            log_tail=log.lines(),
+            warnings=warnings,
+            **base,
+        )
+    return _result(mip, model, h, run.interrupted, start_time, log, warnings, base, check)
 
 
 def _result(
@@ -439,9 +457,10 @@ def _result(
     words = h.modelStatusToString(model_status)
     termination = f"interrupted ({words})" if interrupted else words
     has_x = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
-    x = None
+    x = raw_x = None
     if has_x:
-        x = np.asarray(h.getSolution().col_value, dtype=float)
+        raw_x = np.asarray(h.getSolution().col_value, dtype=float)
+        x = raw_x.copy()
         integer = model.integrality == HIGHS_INTEGER
         x[integer] = np.round(x[integer])
         x += 0.0  # -0.0 -> 0.0
@@ -498,6 +517,7 @@ def _result(
         bound=bound,
         gap=relative_gap(objective, bound),
         x=x,
+        raw_x=raw_x,
         wall_time_s=time.perf_counter() - start_time,
         nodes=int(info.mip_node_count) if info.mip_node_count >= 0 else None,
         log_tail=log.lines(),

@@ -28,6 +28,8 @@ SOLUTION_STATUSES: frozenset[str] = frozenset({"optimal", "feasible"})
 
 #: how many trailing lines of the solver log a result keeps
 LOG_TAIL_LINES = 40
+#: how many rows a rounding summary lists
+WORST_ROWS = 5
 
 #: relative float noise tolerated between a solver's own primal and dual bounds when it reports
 #: a proof (a solver that emptied its tree can still report them a few ulps apart)
@@ -119,9 +121,24 @@ class Rounding:
         """Largest relative coefficient rounding error over all rows (0 without rows)."""
         return max((r.max_rel_coef_error for r in self.rows), default=0.0)
 
-    def worst_rows(self, count: int = 5) -> list[RowRounding]:
+    def worst_rows(self, count: int = WORST_ROWS) -> list[RowRounding]:
         """The ``count`` rows with the largest relative coefficient error."""
         return sorted(self.rows, key=lambda r: r.max_rel_coef_error, reverse=True)[:count]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary: every scalar, the per-variable resolutions, the worst rows."""
+        return {
+            "objective_resolution": self.objective_resolution,
+            "objective_error_bound": self.objective_error_bound,
+            "snap_error_bound": self.snap_error_bound,
+            "bound_widening": self.bound_widening,
+            "max_rel_coef_error": self.max_rel_coef_error,
+            "max_row_relaxation": max((r.relaxation for r in self.rows), default=0.0),
+            "rows": len(self.rows),
+            "worst_rows": [asdict(r) for r in self.worst_rows()],
+            "variable_resolution": dict(self.variable_resolution),
+            "notes": list(self.notes),
+        }
 
 
 @dataclass
@@ -158,11 +175,12 @@ class SolveResult:
     solver_version: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     rounding: Rounding | None = None
-    #: the solver's own assignment before any repair (CP-SAT: on the integer grids); set even
-    #: when it turns out infeasible for the unrounded MIP, so a caller can exclude that design
-    raw_x: np.ndarray | None = None
     log_tail: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the solver's own assignment before any repair (HiGHS: before rounding integers; CP-SAT:
+    #: on the integer grids, before polishing); set even when it turns out infeasible for the
+    #: unrounded MIP, so a caller can exclude that design
+    raw_x: np.ndarray | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -186,6 +204,7 @@ class SolveResult:
         out = asdict(self)
         out["x"] = None if self.x is None else [float(v) for v in self.x]
         out["raw_x"] = None if self.raw_x is None else [float(v) for v in self.raw_x]
+        out["rounding"] = None if self.rounding is None else self.rounding.to_dict()
         for key in ("objective", "bound", "gap"):
             value = out[key]
             if value is not None and not math.isfinite(value):

@@ -31,6 +31,7 @@ from codesign.instance import Instance
 from codesign.model.evaluate import (
     Constraint,
     Form,
+    constraint_lhs,
     constraints,
     eval_form,
     holds,
@@ -54,6 +55,8 @@ class Compiled:
     objective_unit: float  # internal objective = MIP objective x objective_unit
     pruned: dict[str, int] = field(default_factory=dict)
     empty_reason: str | None = None
+    #: products encoded on an integer grid (for CP-SAT) instead of the convex-hull form
+    integer_grid: bool = False
 
     def decode(self, values: np.ndarray) -> dict[str, Any]:
         """Design named by a solution vector (binaries read through one tolerance)."""
@@ -61,6 +64,13 @@ class Compiled:
         s = {w: int(self.sched_rows[w][_chosen(values[idx])]) for w, idx in self.y.items()}
         return design_of(self.inst, self.tables, int(h), s)
 
+
+#: step of the integer grid, relative to each form's unit (forms are O(1) in their unit): every
+#: product is under-estimated by less than this; the solve loop restores exactness
+INTEGER_RESOLUTION = 1e-6
+
+#: memory rows on integer grids count whole MiB
+MEMORY_STEP_B = 2.0**20
 
 #: a binary counts as chosen when its value exceeds this (solvers return 1 ± 1e-6)
 BINARY_ON = 0.5
@@ -78,14 +88,19 @@ def _hardware_ok(inst: Instance, tables: Tables, cons: list[Constraint]) -> np.n
     ok = np.ones(hw.size, dtype=bool)
     for c in cons:
         if c.workload is None:
-            lhs = eval_form(c.form, hw, None)[:, 0]
+            lhs = constraint_lhs(c, hw, None)[:, 0]
             rhs = c.rhs + (hw.column(c.rhs_hw) if c.rhs_hw else 0.0)
             ok &= holds(lhs, rhs)
     return ok
 
 
-def compile_form(mip: MIP, name: str, form: Form, comp: Compiled, workload: str, unit: float) -> lin.Expr:
-    """Exact linear expression of form/unit over the one-hots (products + epigraph maxes)."""
+def compile_form(
+    mip: MIP, name: str, form: Form, comp: Compiled, workload: str, unit: float, *, exact: bool = False
+) -> lin.Expr:
+    """Exact linear expression of form/unit over the one-hots (products + maxes).
+
+    A max becomes an epigraph variable, exact when the form is minimised or bounded above; with
+    ``exact`` (the form enters with a negative sign) it becomes an exact max (binary branch)."""
     hw = comp.tables.hw
     st = comp.tables.scheds[workload]
     srows = comp.sched_rows[workload]
@@ -94,6 +109,8 @@ def compile_form(mip: MIP, name: str, form: Form, comp: Compiled, workload: str,
     def prod(p) -> lin.Expr:
         a = st.column(p.sched)[srows]
         h = hw.column(p.hw)[comp.hw_rows]
+        if comp.integer_grid:
+            return lin.product_indicator(mip, f"{name}:{p.name}", a, y, h, comp.x, unit, INTEGER_RESOLUTION)
         return lin.product(mip, f"{name}:{p.name}", a, y, h, comp.x, unit)
 
     parts = [prod(p) for p in form.linear]
@@ -105,8 +122,12 @@ def compile_form(mip: MIP, name: str, form: Form, comp: Compiled, workload: str,
         if len(exprs) == 1:
             parts.append(exprs[0])
             continue
-        ub = max(mip.row_bounds(*e)[1] for e in exprs)
-        parts.append(lin.epigraph_max(mip, f"{name}:max{g}", exprs, ub))
+        bounds = [mip.row_bounds(*e) for e in exprs]
+        if exact:
+            parts.append(lin.exact_max(mip, f"{name}:max{g}", exprs, bounds))
+        else:
+            step = INTEGER_RESOLUTION if comp.integer_grid else None
+            parts.append(lin.epigraph_max(mip, f"{name}:max{g}", exprs, max(b[1] for b in bounds), step))
     return lin.add(*parts) if parts else lin.empty()
 
 
@@ -114,14 +135,27 @@ def _unit(value: float) -> float:
     return value if np.isfinite(value) and value > 0 else 1.0
 
 
-def build(inst: Instance, tables: Tables | None = None) -> Compiled:
-    """Compile ``inst`` into an exact MIP (see module docstring)."""
+def build(
+    inst: Instance,
+    tables: Tables | None = None,
+    *,
+    include: set[str] | None = None,
+    objective: Constraint | None = None,
+    integer_grid: bool = False,
+) -> Compiled:
+    """Compile ``inst`` into an exact MIP (see module docstring).
+
+    ``include``: names of the constraints to keep (default all; ``explain`` drops some).
+    ``objective``: minimise this constraint's left-hand side minus its right-hand side instead of
+    the instance objective (``explain`` asks how far a limit must move).
+    """
     tables = tables or build_tables(inst)
     mip = MIP(name=inst.name)
-    cons = constraints(inst, tables.hw, tables.scheds)
+    cons = [c for c in constraints(inst, tables.hw, tables.scheds) if include is None or c.name in include]
     comp = Compiled(inst, tables, mip, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}, {}, 1.0)
-    add_hardware_choice(comp, cons)
-    add_schedule_choice(comp)
+    comp.integer_grid = integer_grid
+    add_hardware_choice(comp, cons, extra=objective)
+    add_schedule_choice(comp, memory=any(c.name.startswith("memory-capacity") for c in cons))
     if comp.empty_reason:
         return comp
     base = _baseline_units(inst, tables)
@@ -131,18 +165,21 @@ def build(inst: Instance, tables: Tables | None = None) -> Compiled:
         if c.name.startswith("memory-capacity"):
             add_memory_capacity(comp, c)
         else:
-            add_form_upper(comp, c, base.get((c.workload, c.name), 1.0))
-    add_objective(comp, base)
+            add_form_upper(comp, c, _unit(base.get((c.workload, c.name), 1.0)))
+    if objective is None:
+        add_objective(comp, base)
+    else:
+        add_violation_objective(comp, objective)
     return comp
 
 
-def add_hardware_choice(comp: Compiled, cons: list[Constraint]) -> None:
+def add_hardware_choice(comp: Compiled, cons: list[Constraint], extra: Constraint | None = None) -> None:
     """x_h: one hardware design among those meeting every hardware-only constraint and not
     dominated by another (see :func:`nondominated`)."""
     ok = _hardware_ok(comp.inst, comp.tables, cons)
     comp.pruned["hardware"] = int((~ok).sum())
     rows = np.flatnonzero(ok)
-    costs, gains = hardware_columns(comp.inst, comp.tables, cons)
+    costs, gains = hardware_columns(comp.inst, comp.tables, cons + ([extra] if extra else []), objective=extra is None)
     hw = comp.tables.hw
     keep = nondominated(
         np.column_stack([hw.column(c)[rows] for c in costs]) if costs else np.zeros((len(rows), 0)),
@@ -156,17 +193,23 @@ def add_hardware_choice(comp: Compiled, cons: list[Constraint]) -> None:
     comp.x = lin.onehot(comp.mip, "hw", [str(int(r)) for r in comp.hw_rows])
 
 
-def hardware_columns(inst: Instance, tables: Tables, cons: list[Constraint]) -> tuple[list[str], list[str]]:
-    """Hardware columns the per-workload forms use: ``costs`` (every form grows with them) and
-    ``gains`` (right-hand sides such as capacity: larger is better)."""
+def hardware_columns(
+    inst: Instance, tables: Tables, cons: list[Constraint], *, objective: bool = True
+) -> tuple[list[str], list[str]]:
+    """Hardware columns the per-workload rows use: ``costs`` (the left side grows with them) and
+    ``gains`` (right-hand sides such as capacity, and columns entering with a negative sign)."""
     costs: set[str] = set()
     gains: set[str] = set()
     for c in cons:
         if c.workload is None:
             continue
-        costs.update(p.hw for p in c.form.products if p.hw != "one")
+        for coef, form in c.lhs:
+            cols = {p.hw for p in form.products if p.hw != "one"}
+            (costs if coef > 0 else gains).update(cols)
         if c.rhs_hw:
             gains.add(c.rhs_hw)
+    if not objective:
+        return sorted(costs), sorted(gains)
     for w, metric, _ in objective_terms(inst):
         spec = next(x for x in inst.workloads if x.name == w)
         form = workload_forms(tables.scheds[w], spec.precision)[metric]
@@ -205,13 +248,13 @@ def nondominated(costs: np.ndarray, gains: np.ndarray) -> np.ndarray:
     return keep
 
 
-def add_schedule_choice(comp: Compiled) -> None:
+def add_schedule_choice(comp: Compiled, memory: bool = True) -> None:
     """y_{w,s}: one layout per workload among the structurally feasible ones that fit the largest
-    local memory of the remaining hardware designs."""
+    local memory of the remaining hardware designs (``memory`` False: memory limits dropped)."""
     if comp.empty_reason:
         return
-    cap = comp.tables.hw.features["capacity_B"][comp.hw_rows].max()
-    pool_cap = comp.tables.hw.features["pool_capacity_B"][comp.hw_rows].max()
+    cap = comp.tables.hw.features["capacity_B"][comp.hw_rows].max() if memory else np.inf
+    pool_cap = comp.tables.hw.features["pool_capacity_B"][comp.hw_rows].max() if memory else np.inf
     for w in comp.inst.workloads:
         st = comp.tables.scheds[w.name]
         if st.size == 0:
@@ -242,15 +285,58 @@ def add_memory_capacity(comp: Compiled, c: Constraint) -> None:
     m = st.column(p.sched)[rows]
     cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]
     unit = _unit(float(cap.max()))
+    if comp.integer_grid:
+        # whole MiB, rounded towards feasibility (a relaxation by < 2 MiB; the loop re-checks)
+        unit = MEMORY_STEP_B
+        m, cap = np.floor(m / unit), np.ceil(cap / unit)
+        unit = 1.0
     idx = np.concatenate([comp.y[c.workload], comp.x])
     val = np.concatenate([m / unit, -cap / unit])
     comp.mip.add_row(c.name, idx, val, ub=0.0)
 
 
 def add_form_upper(comp: Compiled, c: Constraint, unit: float) -> None:
-    """form(S, H) <= rhs: SLOs and per-workload budgets (row ``<constraint name>``)."""
-    idx, val = compile_form(comp.mip, c.name, c.form, comp, c.workload, unit)
-    comp.mip.add_row(c.name, idx, val, ub=c.rhs / unit)
+    """Σ coef·form(S, H) <= rhs: SLOs and per-workload budgets (row ``<constraint name>``)."""
+    comp.mip.add_row(c.name, *constraint_expr(comp, c, unit), ub=c.rhs / unit)
+
+
+def constraint_expr(comp: Compiled, c: Constraint, unit: float) -> lin.Expr:
+    """(Σ coef·form − rhs_hw)/unit as a linear expression (exact for either sign of coef)."""
+    parts = []
+    for k, (coef, form) in enumerate(c.lhs):
+        e = compile_form(comp.mip, f"{c.name}#{k}", form, comp, c.workload, unit, exact=coef < 0 and bool(form.maxes))
+        parts.append(lin.scale(e, coef))
+    if c.rhs_hw:
+        cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]
+        parts.append((comp.x, -cap / unit))
+    return lin.add(*parts)
+
+
+def add_violation_objective(comp: Compiled, c: Constraint) -> None:
+    """minimise Σ coef·form − rhs_hw − rhs: how far constraint ``c`` must be relaxed."""
+    unit = 1.0
+    if c.workload is not None:
+        unit = _unit(abs(float(np.median(constraint_value_sample(comp, c)))))
+    elif c.rhs:
+        unit = abs(c.rhs)
+    if c.workload is None:
+        hw = comp.tables.hw
+        lhs = constraint_lhs(c, hw, None, hw_rows=comp.hw_rows)[:, 0]
+        rhs_hw = hw.column(c.rhs_hw)[comp.hw_rows] if c.rhs_hw else 0.0
+        idx, val = comp.x, (lhs - rhs_hw) / unit
+    else:
+        idx, val = constraint_expr(comp, c, unit)
+    comp.mip.set_objective(idx, val, constant=-c.rhs / unit)
+    comp.objective_unit = unit
+
+
+def constraint_value_sample(comp: Compiled, c: Constraint) -> np.ndarray:
+    st = comp.tables.scheds[c.workload]
+    rows_h = comp.hw_rows[: min(16, len(comp.hw_rows))]
+    rows_s = comp.sched_rows[c.workload][: min(16, len(comp.sched_rows[c.workload]))]
+    v = constraint_lhs(c, comp.tables.hw, st, hw_rows=rows_h, sched_rows=rows_s).ravel()
+    v = v[np.isfinite(v) & (v != 0)]
+    return v if len(v) else np.ones(1)
 
 
 def add_objective(comp: Compiled, base: dict) -> None:

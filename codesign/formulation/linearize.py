@@ -14,6 +14,8 @@ With x one-hot, exactly one group v has Σ x = 1, forcing A_v = Σ a y and every
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from codesign.formulation.mip import MIP
@@ -129,10 +131,94 @@ def _disaggregate(
     return np.array(parts_idx, dtype=np.int64), np.array(parts_val, dtype=float)
 
 
-def epigraph_max(mip: MIP, name: str, exprs: list[Expr], ub: float) -> Expr:
+def epigraph_max(mip: MIP, name: str, exprs: list[Expr], ub: float, step: float | None = None) -> Expr:
     """t >= each expression (rows ``<name>-ge[j]``); exact for a max that is minimised or bounded
-    above, which is how every max of the model enters (time and energy are never bounded below)."""
-    t = mip.add_var(name, 0.0, ub)
+    above, which is how every max of the model enters (time and energy are never bounded below).
+
+    With ``step`` (integer grids) t is an integer number of steps and rows are divided by it."""
+    if step is None:
+        t = mip.add_var(name, 0.0, ub)
+        scale_t = 1.0
+    else:
+        t = mip.add_var(name, 0.0, float(math.ceil(ub / step)), integer=True)
+        scale_t = step
     for j, (idx, val) in enumerate(exprs):
-        mip.add_row(f"{name}-ge[{j}]", np.concatenate([idx, [t]]), np.concatenate([val, [-1.0]]), ub=0.0)
+        mip.add_row(f"{name}-ge[{j}]", np.concatenate([idx, [t]]), np.concatenate([val / scale_t, [-1.0]]), ub=0.0)
+    return np.array([t], dtype=np.int64), np.array([scale_t])
+
+
+def exact_max(mip: MIP, name: str, exprs: list[Expr], bounds: list[tuple[float, float]]) -> Expr:
+    """t = max_k e_k exactly (needed where a max is bounded from below, e.g. a budget with a
+    negative coefficient on TPOT): t >= e_k, and a one-hot δ picks the active branch with
+    δ_k => t <= e_k. Indicator rows: native in CP-SAT, big-M from bounds in HiGHS."""
+    lo = max(b[0] for b in bounds)
+    hi = max(b[1] for b in bounds)
+    t = mip.add_var(name, lo, hi)
+    delta = onehot(mip, f"{name}:branch", [str(k) for k in range(len(exprs))])
+    for k, (idx, val) in enumerate(exprs):
+        mip.add_row(f"{name}-ge[{k}]", np.concatenate([idx, [t]]), np.concatenate([val, [-1.0]]), ub=0.0)
+        mip.add_indicator(f"{name}-le[{k}]", int(delta[k]), np.concatenate([[t], idx]), np.concatenate([[1.0], -val]), ub=0.0)
     return np.array([t], dtype=np.int64), np.array([1.0])
+
+
+def product_indicator(
+    mip: MIP,
+    name: str,
+    a: np.ndarray,
+    y: np.ndarray,
+    h: np.ndarray,
+    x: np.ndarray,
+    unit: float,
+    resolution: float,
+) -> Expr:
+    """Integer-grid encoding of (Σ a·y)(Σ h·x)/unit for integer solvers (CP-SAT).
+
+    One integer U (the product in steps of ``resolution``) and, per distinct value v of the factor
+    with fewer values, an enforced row  [group v chosen]  =>  U >= Σ floor(v·a_s/(unit·res))·y_s.
+    With one-hot y exactly one term of the row is active, so U·res under-estimates the product by
+    less than one step: the integer model is a relaxation whose every product is within
+    ``resolution`` of the exact one (the solve loop re-evaluates designs with the model, so
+    exactness is restored there). Coefficients are integers, so the backend lowers the rows
+    without further rounding.
+    """
+    a = np.asarray(a, dtype=float)
+    h = np.asarray(h, dtype=float)
+    if np.any(a < 0) or np.any(h < 0):
+        raise ValueError(f"{name}: products are built for non-negative factors")
+    if len(a) == 0 or float(a.max()) == 0.0:
+        return empty()
+    reps_h, gid_h = groups(h)
+    reps_a, gid_a = groups(a)
+    if np.isfinite(reps_h).all() and len(reps_a) < len(reps_h):
+        reps, gid, sel, other, other_sel = reps_a, gid_a, y, h, x
+    else:
+        reps, gid, sel, other, other_sel = reps_h, gid_h, x, a, y
+    finite_other = np.isfinite(other)
+    top = max(float(v) * float(other[finite_other].max()) for v in reps if np.isfinite(v)) if finite_other.any() else 0.0
+    steps_max = math.ceil(top / (unit * resolution)) + 1
+    u = mip.add_var(f"{name}~U", 0.0, float(steps_max), integer=True)
+    for g, v in enumerate(reps):
+        members = sel[gid == g]
+        if len(members) == 1:
+            lit = int(members[0])
+        else:
+            lit = mip.add_binary(f"{name}~lit[{g}]")
+            mip.add_row(f"{name}~lit[{g}]-def", np.concatenate([[lit], members]), np.concatenate([[1.0], -np.ones(len(members))]), 0.0, 0.0)
+        if not np.isfinite(v):
+            # the chosen group forbids a positive other factor
+            pos = other_sel[other > 0]
+            mip.add_row(f"{name}[inf]-forbid", np.concatenate([[lit], pos]), np.ones(1 + len(pos)), ub=1.0)
+            continue
+        with np.errstate(invalid="ignore"):
+            coef = np.where(other == 0, 0.0, np.floor(v * other / (unit * resolution)))
+        if not np.all(np.isfinite(coef)):
+            # an infinite factor on the other side: that pair is impossible
+            bad = other_sel[~np.isfinite(coef)]
+            mip.add_row(f"{name}[{g}]-forbid", np.concatenate([[lit], bad]), np.ones(1 + len(bad)), ub=1.0)
+            coef = np.where(np.isfinite(coef), coef, 0.0)
+        nz = coef > 0
+        if nz.any():
+            mip.add_indicator(
+                f"{name}[{g}]", lit, np.concatenate([[u], other_sel[nz]]), np.concatenate([[1.0], -coef[nz]]), lb=0.0
+            )
+    return np.array([u], dtype=np.int64), np.array([resolution])

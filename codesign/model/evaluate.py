@@ -6,9 +6,9 @@ Every metric is a *form* over the schedule features of a workload (S) and the ha
     metric(S, H) = Σ_k a_k(S)·h_k(H) + Σ_g max_{j in g} a_gj(S)·h_gj(H)
 
 where ``a`` are schedule columns (already scaled by the metric's per-schedule factor, e.g. PP for
-TPOT) and ``h`` hardware columns. A stage step is the max of its compute time, its local-memory
-time and its pooled-memory time (each resource streams concurrently), plus its exposed
-communication and per-layer overheads. Because every term is a product of one schedule quantity
+TPOT) and ``h`` hardware columns. A stage step overlaps its compute, local-memory and
+pooled-memory streams by a calibrated fraction (the overlapped parts form a max, the rest adds),
+plus its exposed communication and per-layer overheads. Because every term is a product of one schedule quantity
 and one hardware quantity, the MIP represents each exactly on the finite design space.
 
 Constraints are ``form(S, H) <= rhs_hw(H) + rhs``: memory capacity, thermal limit, appliance ports,
@@ -101,7 +101,14 @@ def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_row
 
 # --- forms of the metrics ---------------------------------------------------------------------
 def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) -> Form:
-    """scale(S) × t_stage(phase): max(compute, local memory, pooled memory) + communication + overhead.
+    """scale(S) × t_stage(phase) (eq. 5.3): the compute, local-memory and pooled-memory streams
+    overlap by the fraction o = ``stream_overlap`` of the hardware design,
+
+        o·max(compute, local memory, pooled memory) + (1 − o)·(compute + local memory + pooled memory)
+
+    plus communication and per-layer overhead. Each stream is two products of the same schedule
+    column with the hardware columns ``<col>_ovl`` = o·col (in the max group) and ``<col>_seq`` =
+    (1 − o)·col (added); o·max(x, y, z) = max(o·x, o·y, o·z) since o ≥ 0.
 
     With ``hw_factor`` every hardware column is multiplied by it (static power × time)."""
 
@@ -113,11 +120,14 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
 
     tag = f"{phase}"
     streams = (
-        Product(f"{tag}.compute", s("flops"), hw(f"s_per_flop@{prec}")),
-        Product(f"{tag}.memory_local", s("bytes_local"), hw("s_per_B_local")),
-        Product(f"{tag}.memory_pool", s("bytes_pool"), hw("s_per_B_pool")),
+        Product(f"{tag}.compute_overlapped", s("flops"), hw(f"s_per_flop_ovl@{prec}")),
+        Product(f"{tag}.memory_local_overlapped", s("bytes_local"), hw("s_per_B_local_ovl")),
+        Product(f"{tag}.memory_pool_overlapped", s("bytes_pool"), hw("s_per_B_pool_ovl")),
     )
     linear = (
+        Product(f"{tag}.compute", s("flops"), hw(f"s_per_flop_seq@{prec}")),
+        Product(f"{tag}.memory_local", s("bytes_local"), hw("s_per_B_local_seq")),
+        Product(f"{tag}.memory_pool", s("bytes_pool"), hw("s_per_B_pool_seq")),
         Product(f"{tag}.scale_up_bw", s("bytes_scale_up"), hw("s_per_B_scale_up")),
         Product(f"{tag}.scale_up_latency", s("steps_scale_up"), hw("s_per_step_scale_up")),
         Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
@@ -177,7 +187,11 @@ HW_METRICS = {
 
 @dataclass(frozen=True)
 class Constraint:
-    """form(S, H) <= rhs_hw(H) + rhs, with a stable hierarchical name."""
+    """Σ coef·form(S, H) <= rhs_hw(H) + rhs, with a stable hierarchical name.
+
+    Most constraints have one term (``form`` with coefficient 1); a custom budget
+    (:mod:`codesign.budgets`) has several, with any signs (``terms``).
+    """
 
     name: str
     family: Literal["physical", "budget", "slo"]
@@ -186,6 +200,26 @@ class Constraint:
     rhs: float = 0.0
     rhs_hw: str | None = None
     unit: str = ""
+    terms: tuple[tuple[float, Form], ...] = ()
+    text: str = ""
+
+    @property
+    def lhs(self) -> tuple[tuple[float, Form], ...]:
+        """(coefficient, form) pairs of the left-hand side."""
+        return self.terms or ((1.0, self.form),)
+
+    @property
+    def hardware_only(self) -> bool:
+        return self.workload is None
+
+
+def constraint_lhs(c: Constraint, hw: HardwareTable, sched: ScheduleTable | None, hw_rows=None, sched_rows=None) -> np.ndarray:
+    """Left-hand side of ``c`` for every (hardware row, schedule row) pair."""
+    total = None
+    for coef, form in c.lhs:
+        v = coef * eval_form(form, hw, sched, hw_rows=hw_rows, sched_rows=sched_rows)
+        total = v if total is None else total + v
+    return total
 
 
 def hw_form(col: str) -> Form:
@@ -378,7 +412,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
     audit = []
     for c in constraints(inst, hw, scheds):
         st = scheds[c.workload] if c.workload else None
-        value = float(eval_form(c.form, hw, st)[0, 0])
+        value = float(constraint_lhs(c, hw, st)[0, 0])
         limit = c.rhs + (row[c.rhs_hw] if c.rhs_hw else 0.0)
         if c.name == "budget-system-power":
             value, limit = value * inst.system.devices, limit * inst.system.devices

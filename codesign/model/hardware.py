@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.model import compute, memory, network, thermal
@@ -132,15 +132,39 @@ class Calibration(Strict):
     memory_efficiency: float = Field(gt=0, le=1)
     network_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
+    #: fraction of the device memory the serving runtime may use at all (u, eq. 3.21)
     usable_memory_fraction: float = Field(gt=0, le=1)
+    #: memory the runtime keeps besides weights and KV cache: CUDA context, activation
+    #: workspace, logits buffers (R, eq. 3.21)
+    runtime_reserve_GiB: float = Field(ge=0)
+    #: the engine gives the KV cache this fraction of the memory left after weights and the
+    #: reserve (f, eq. 4.14a; TensorRT-LLM's free_gpu_memory_fraction). An engine setting: the
+    #: same for every chip, so it is read from ``[default]`` only (chips may not override it)
+    kv_cache_free_fraction: float = Field(gt=0, le=1)
     static_power_fraction: float = Field(ge=0, le=1)
     compute_power_fraction: float = Field(ge=0, le=1)
+    #: fraction of the compute, local-memory and pooled-memory streams of a step that overlap
+    #: (1: a roofline max; 0: the streams run one after the other, eq. 5.3)
+    stream_overlap: float = Field(ge=0, le=1)
+
+
+#: calibration keys that describe the serving engine, not a chip: ``[default]`` only
+ENGINE_CALIBRATION_KEYS = ("kv_cache_free_fraction",)
 
 
 class CalibrationFile(Strict):
     source: str = ""
     default: Calibration
     chips: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("chips")
+    @classmethod
+    def _no_engine_keys(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for cid, over in v.items():
+            bad = sorted(set(over) & set(ENGINE_CALIBRATION_KEYS))
+            if bad:
+                raise ValueError(f"[chips.{cid}] sets {bad}: an engine setting, the same for every chip; set it in [default]")
+        return v
 
 
 @cache
@@ -149,11 +173,21 @@ def calibration_file() -> CalibrationFile:
     return validate(CalibrationFile, load_toml(path), file=path)
 
 
+def kv_cache_free_fraction() -> float:
+    """The engine's KV-cache share of the memory left after weights and reserve (``[default]``)."""
+    return calibration_file().default.kv_cache_free_fraction
+
+
 def calibration_for(chip_or_family: str) -> Calibration:
     """The default calibration overridden by the chip's (or 3D family's) own entries."""
     cal = calibration_file()
     over = cal.chips.get(chip_or_family, {})
     return Calibration.model_validate({**cal.default.model_dump(), **over})
+
+
+def usable_capacity_B(raw_B: Any, cal: Calibration) -> Any:
+    """Memory weights and the KV-cache pool may take: u·C_raw − R, at least 0   (eq. 3.5a, 3.21)."""
+    return np.maximum(np.asarray(raw_B, dtype=float) * cal.usable_memory_fraction - cal.runtime_reserve_GiB * GiB, 0.0)
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -217,8 +251,26 @@ def hardware_table(inst: Instance, designs: dict[str, np.ndarray] | None = None)
     else:
         _catalog_features(inst, table)
     _pool_features(inst, table)
+    _stream_split(inst, table)
     table.features["one"] = np.ones(table.size)
     return table
+
+
+def _stream_split(inst: Instance, t: HardwareTable) -> None:
+    """Each stream's time per unit split into its overlapped part o·s (``<col>_ovl``, the step's
+    max group) and its serial part (1 - o)·s (``<col>_seq``, added), o = ``stream_overlap``
+    (eq. 3.26). An infinite time per unit (a tier the design does not have) stays infinite in a
+    part with a positive share and is 0 in a part with none (never 0·inf)."""
+    o = t.features["stream_overlap"]
+    cols = [f"s_per_flop@{p}" for p in precisions_of(inst)] + ["s_per_B_local", "s_per_B_pool"]
+    for col in cols:
+        base, _, prec = col.partition("@")
+        s = t.features[col]
+        for part, share in (("ovl", o), ("seq", 1.0 - o)):
+            with np.errstate(invalid="ignore"):
+                v = np.where(share > 0, share * s, 0.0)
+            _put(t, f"{base}_{part}" + (f"@{prec}" if prec else ""), v,
+                 f"{'overlapped' if part == 'ovl' else 'serial'} part of {col}")
 
 
 def _put(table: HardwareTable, name: str, value: Any, label: str) -> None:
@@ -282,13 +334,14 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     _put(t, "bw_logic_Bps", bw_logic, "logic-side limit, B/s")
     _put(t, "bandwidth_Bps", bw, "local DRAM bandwidth = min of the four limits, B/s")
     _put(t, "s_per_B_local", 1.0 / (bw * cal.memory_efficiency), "s per local DRAM byte")
+    _put(t, "stream_overlap", cal.stream_overlap, "overlapping fraction of the compute and memory streams")
     e_dram = memory.stacked_energy_J_per_B(
         layers, pitch, d.array_energy_pJ_per_bit, d.per_layer_energy_pJ_per_bit,
         v.energy_pJ_per_bit_at_reference, v.reference_pitch_um,
     )
     _put(t, "J_per_B_local", e_dram, "J per local DRAM byte")
     cap = memory.stack_capacity_B(layers, footprint, d.capacity_GiB_per_mm2)
-    _put(t, "capacity_B", cap * cal.usable_memory_fraction, "usable local memory, B")
+    _put(t, "capacity_B", usable_capacity_B(cap, cal), "usable local memory, B")
     _put(t, "raw_capacity_B", cap, "local DRAM capacity, B")
 
     p_dram_static = layers * d.static_W_per_layer
@@ -357,7 +410,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_B_local", cid, 1.0 / (bw * cal.memory_efficiency))
         put("J_per_B_local", cid, mem.energy_pJ_per_bit * 8 * PICO)
         put("raw_capacity_B", cid, chip.memory_capacity_GiB * GiB)
-        put("capacity_B", cid, chip.memory_capacity_GiB * GiB * cal.usable_memory_fraction)
+        put("capacity_B", cid, usable_capacity_B(chip.memory_capacity_GiB * GiB, cal))
         put("power_W", cid, chip.tdp_W)
         put("static_W", cid, cal.static_power_fraction * chip.tdp_W)
         put("area_mm2", cid, chip.die_area_mm2)
@@ -374,6 +427,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_step_scale_out", cid, out.latency_ns * NANO)
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
         put("s_per_layer", cid, cal.layer_overhead_us * MICRO)
+        put("stream_overlap", cid, cal.stream_overlap)
     for name, col in cols.items():
         t.features[name] = col
         t.labels.setdefault(name, name)

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesign.model import network
+from codesign.model.hardware import kv_cache_free_fraction
 from codesign.model.workload import (
     Workload,
+    embedding_bytes_per_param,
     kv_cache_bytes,
     load_workload,
     param_counts,
@@ -155,6 +157,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     shards = kv_shards(w, d["tp"])
     isl, osl = spec.input_tokens, spec.output_tokens
     wb, kvb = spec.weight_bytes_per_param, spec.kv_bytes_per_element
+    eb = embedding_bytes_per_param(wb)  # embedding and LM head: never below 16 bit (eq. 2.14a)
 
     f = t.features
     f["one"] = np.ones_like(tp)
@@ -164,7 +167,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     for phase in PHASES:
         new = float(isl) if phase == "prefill" else 1.0
         ctx = 0.0 if phase == "prefill" else isl + osl / 2.0
-        c = step_costs(w, batch=micro, new_tokens=new, context=ctx, weight_bytes_per_param=wb, kv_bytes_per_element=kvb)
+        c = step_costs(w, batch=micro, new_tokens=new, context=ctx, weight_bytes_per_param=wb,
+                       kv_bytes_per_element=kvb, embedding_bytes_per_param=eb)
         head_flops = np.asarray(c.flops_lm_head, dtype=float)
         flops = ((np.asarray(c.flops, dtype=float) - head_flops) * frac + head_flops) / tp
         head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
@@ -193,13 +197,17 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     edge = max(pc.embedding, pc.lm_head)
     body = pc.total - pc.embedding - pc.lm_head
     both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
-    weights_dev = (body * frac + both_ends) * wb / tp
+    weights_dev = (body * frac * wb + both_ends * eb) / tp
     kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards
     f["weights_per_device_B"] = weights_dev
     f["kv_per_device_B"] = kv_dev
-    f["memory_local_B"] = weights_dev * w_local + kv_dev * kv_local
+    # the engine sizes its KV pool as the fraction f of the memory left after weights (and the
+    # runtime reserve, subtracted from the capacity): KV <= f (C - W - R) <=> W + KV / f <= C - R
+    # (eq. 4.14, 4.14a)
+    f["memory_local_B"] = weights_dev * w_local + kv_dev * kv_local / kv_cache_free_fraction()
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache
-    f["memory_pool_B"] = pc.total * wb * (1 - w_local) + devices * kv_dev * (1 - kv_local)
+    weights_all = body * wb + (pc.embedding + pc.lm_head) * eb
+    f["memory_pool_B"] = weights_all * (1 - w_local) + devices * kv_dev * (1 - kv_local)
 
     # metric scale factors per phase (model.md §5)
     steps_decode = max(osl - 1, 0)

@@ -56,6 +56,7 @@ __all__ = [
     "ParamCounts",
     "StepCosts",
     "Workload",
+    "embedding_bytes_per_param",
     "expected_experts_touched",
     "kv_cache_bytes",
     "kv_cache_bytes_per_token",
@@ -422,6 +423,19 @@ def param_counts(w: Workload) -> ParamCounts:
     )
 
 
+#: quantised checkpoints keep the embedding table and the LM head in 16 bit: NVIDIA ModelOpt's
+#: FP8/INT8/FP4 recipes disable the ``*lm_head*`` quantizer and quantise only linear layers (the
+#: embedding is a lookup table), and DeepSeek-V3 keeps "the embedding module, the output head"
+#: in BF16 (arXiv 2412.19437, §3.3.1). VALIDATION.md §5.3.
+EMBEDDING_MIN_BYTES_PER_PARAM = 2.0
+
+
+def embedding_bytes_per_param(weight_bytes_per_param: float) -> float:
+    """B/param of the embedding table and the LM head: the weights' precision, but never below
+    16 bit (``EMBEDDING_MIN_BYTES_PER_PARAM``); fp32 weights stay fp32."""
+    return max(float(weight_bytes_per_param), EMBEDDING_MIN_BYTES_PER_PARAM)
+
+
 def weight_bytes(w: Workload, weight_bytes_per_param: ArrayLike) -> FloatArray:
     """Bytes of all weights: total parameters × ``weight_bytes_per_param`` (B/param)."""
     return _out(param_counts(w).total * _arr(weight_bytes_per_param, "weight_bytes_per_param"))
@@ -607,6 +621,7 @@ def step_costs(
     context: ArrayLike,
     weight_bytes_per_param: ArrayLike,
     kv_bytes_per_element: ArrayLike,
+    embedding_bytes_per_param: ArrayLike | None = None,
 ) -> StepCosts:
     """Cost of one forward pass of the whole model over ``batch`` sequences.
 
@@ -629,6 +644,8 @@ def step_costs(
       except routed experts: per MoE layer only the expected distinct experts touched by T tokens
       (:func:`expected_experts_touched`), and the embedding table: only min(T, vocab) gathered rows
       (the LM-head matrix is read whole; with tied embeddings the two reads are still counted apart).
+      The embedding and LM-head bytes use ``embedding_bytes_per_param`` (default: the weights'):
+      quantised checkpoints keep these two matrices in 16 bit (:func:`embedding_bytes_per_param`).
     * bytes_kv_read = batch · kv_cache_bytes(context); bytes_kv_write = T · kv_cache_bytes_per_token.
       The new tokens' own keys/values are consumed on chip and not re-read.
 
@@ -639,12 +656,15 @@ def step_costs(
         context: tokens already cached per sequence (≥ 0).
         weight_bytes_per_param: B/param of the weights (e.g. 2 for bf16, 0.5 for 4-bit).
         kv_bytes_per_element: B/element of the KV cache.
+        embedding_bytes_per_param: B/param of the embedding table and the LM head (default:
+            ``weight_bytes_per_param``).
     """
     b = _arr(batch, "batch")
     n = _arr(new_tokens, "new_tokens")
     c = _arr(context, "context")
     wb = _arr(weight_bytes_per_param, "weight_bytes_per_param")
     kvb = _arr(kv_bytes_per_element, "kv_bytes_per_element")
+    eb = wb if embedding_bytes_per_param is None else _arr(embedding_bytes_per_param, "embedding_bytes_per_param")
     lp = layer_weight_params(w)
     t = b * n
     mac = float(FLOPS_PER_MAC)
@@ -664,7 +684,7 @@ def step_costs(
     embed_rows = np.minimum(t, float(w.vocab_size))
     head_params = w.vocab_size * w.hidden_size
 
-    shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape)
+    shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape, eb.shape)
 
     def fit(x: Any) -> FloatArray:
         """Broadcast a term to the step's common shape (constant terms included)."""
@@ -684,7 +704,7 @@ def step_costs(
         bytes_w_moe_shared=fit(wb * lp.moe_layers * lp.shared_experts),
         bytes_w_router=fit(wb * lp.moe_layers * lp.router),
         bytes_w_norms=fit(wb * (w.num_layers * lp.layer_norms + w.hidden_size)),
-        bytes_w_embed_head=fit(wb * (head_params + embed_rows * w.hidden_size)),
+        bytes_w_embed_head=fit(eb * (head_params + embed_rows * w.hidden_size)),
         bytes_kv_read=fit(b * kv_cache_bytes(w, c, kvb)),
         bytes_kv_write=fit(t * kv_cache_bytes_per_token(w, kvb)),
         tokens=fit(t),

@@ -1,0 +1,199 @@
+"""Custom budgets: ``'2*power_W + dram_layers*15 <= 1600'`` parsed safely into exact constraints.
+
+A budget is a linear expression over named metrics compared with a number. It is parsed with
+Python's ``ast`` (never evaluated): only numbers, metric names (dotted for a workload,
+``llama8b.tpot_s``), ``+ - * /`` with a number on one side of every ``*`` and on the right of
+every ``/``, and one ``<=`` or ``>=``. Each metric is either a hardware column (a function of
+the hardware design alone) or a per-workload form of the model (:mod:`codesign.model.evaluate`),
+so a budget compiles to an exact row: Σ c_i·metric_i <= rhs.
+
+``tokens_per_s`` is the reciprocal of ``time_per_token_s``; it may appear alone
+(``tokens_per_s >= X`` is ``time_per_token_s <= 1/X``), never in a sum.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+
+from codesign.errors import InputError, did_you_mean
+
+#: metrics of the hardware design: name -> (hardware column, unit, description)
+HARDWARE_METRICS: dict[str, tuple[str, str, str]] = {
+    "power_W": ("power_W", "W", "design power of one device (all parts at full load)"),
+    "system_power_W": ("power_W", "W", "design power of all devices (devices x power_W)"),
+    "temperature_C": ("temperature_C", "C", "junction temperature at design power (3D family)"),
+    "area_mm2": ("area_mm2", "mm2", "logic-die footprint of one device"),
+    "capacity_B": ("capacity_B", "B", "usable local memory of one device"),
+    "bandwidth_Bps": ("bandwidth_Bps", "B/s", "local memory bandwidth of one device"),
+    "static_W": ("static_W", "W", "power drawn whenever a device is on"),
+    "pool_bandwidth_Bps": ("pool_bandwidth_Bps", "B/s", "pooled-memory bandwidth per device"),
+}
+#: hardware decisions usable by value in a budget (3D family)
+DECISION_METRICS = ("dram_layers", "tsv_count", "tsv_pitch_um", "compute_area_mm2", "clock_GHz", "sram_MiB", "pool_ports")
+#: per-workload metrics (forms): name -> (unit, description)
+WORKLOAD_METRICS: dict[str, tuple[str, str]] = {
+    "tpot_s": ("s", "time per output token of one sequence (decode)"),
+    "ttft_s": ("s", "time to first token (prefill of the batch)"),
+    "time_per_token_s": ("s", "system time per generated token (1 / tokens_per_s)"),
+    "energy_per_token_J": ("J", "energy per token, all devices"),
+    "memory_used_B": ("B", "local memory used per device (weights + KV)"),
+    "memory_pool_B": ("B", "pooled memory used by the system"),
+    "tokens_per_s": ("1/s", "system tokens/s (alone in a budget only)"),
+}
+#: a per-workload metric's form in codesign.model.evaluate.workload_forms
+FORM_OF = {"memory_used_B": "memory_local_B"}
+
+
+def metric_table() -> list[dict[str, str]]:
+    """Every name a budget may use, with unit and meaning (``codesign metrics``)."""
+    rows = [{"name": k, "scope": "hardware", "unit": u, "description": d} for k, (_, u, d) in HARDWARE_METRICS.items()]
+    rows += [{"name": k, "scope": "hardware decision", "unit": "", "description": "the decision's value"} for k in DECISION_METRICS]
+    rows += [{"name": k, "scope": "workload", "unit": u, "description": d} for k, (u, d) in WORKLOAD_METRICS.items()]
+    return rows
+
+
+@dataclass(frozen=True)
+class Term:
+    coef: float
+    metric: str  # a key of HARDWARE_METRICS / DECISION_METRICS / WORKLOAD_METRICS
+    workload: str | None  # set for per-workload metrics
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Σ coef·metric <= rhs (a ``>=`` budget is stored negated)."""
+
+    name: str
+    text: str
+    terms: tuple[Term, ...]
+    rhs: float
+
+
+def _names(workloads: list[str]) -> list[str]:
+    base = list(HARDWARE_METRICS) + list(DECISION_METRICS) + list(WORKLOAD_METRICS)
+    if len(workloads) > 1:
+        base += [f"{w}.{m}" for w in workloads for m in WORKLOAD_METRICS]
+    return base
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def parse_budget(text: str, workloads: list[str], *, name: str | None = None, source: str = "--budget") -> Budget:
+    """Parse ``EXPR <= NUMBER`` or ``EXPR >= NUMBER`` (see module docstring)."""
+
+    def fail(msg: str, value: object = None, suggestion: str | None = None) -> InputError:
+        return InputError(
+            msg,
+            file=source,
+            key=name,
+            value=text if value is None else value,
+            expected="a linear expression of metrics, then <= or >=, then a number, e.g. '2*power_W + dram_layers*15 <= 1600' (see `codesign metrics`)",
+            suggestion=suggestion,
+        )
+
+    if not isinstance(text, str) or len(text) > 2000:
+        raise fail("a budget is a string of at most 2000 characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise fail("not a valid expression") from None
+    cmp = tree.body
+    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.LtE | ast.GtE)):
+        raise fail("a budget compares an expression with one <= or >=")
+    sign = 1.0 if isinstance(cmp.ops[0], ast.LtE) else -1.0
+    known = _names(workloads)
+
+    def number(node: ast.AST) -> float | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            v = number(node.operand)
+            return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.Div):
+            a, b = number(node.left), number(node.right)
+            if a is None or b is None:
+                return None
+            if isinstance(node.op, ast.Div):
+                if b == 0:
+                    raise fail("division by zero")
+                return a / b
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[type(node.op)]
+        return None
+
+    def linear(node: ast.AST, k: float) -> list[tuple[float, str]]:
+        c = number(node)
+        if c is not None:
+            return [(k * c, "")]
+        name_ = _dotted(node)
+        if name_ is not None:
+            if name_ not in known:
+                raise fail(f"unknown metric {name_!r}", value=name_, suggestion=did_you_mean(name_, known))
+            return [(k, name_)]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            return linear(node.operand, -k if isinstance(node.op, ast.USub) else k)
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Add):
+                return linear(node.left, k) + linear(node.right, k)
+            if isinstance(node.op, ast.Sub):
+                return linear(node.left, k) + linear(node.right, -k)
+            if isinstance(node.op, ast.Mult):
+                a, b = number(node.left), number(node.right)
+                if a is not None:
+                    return linear(node.right, k * a)
+                if b is not None:
+                    return linear(node.left, k * b)
+                raise fail("a product needs a number on one side (budgets are linear)")
+            if isinstance(node.op, ast.Div):
+                b = number(node.right)
+                if b is None:
+                    raise fail("division only by a number (budgets are linear)")
+                if b == 0:
+                    raise fail("division by zero")
+                return linear(node.left, k / b)
+        raise fail(f"not allowed in a budget: {ast.dump(node)[:60]}")
+
+    lhs = linear(cmp.left, sign) + linear(cmp.comparators[0], -sign)
+    const = -sum(c for c, n in lhs if n == "")
+    coefs: dict[str, float] = {}
+    for c, n in lhs:
+        if n:
+            coefs[n] = coefs.get(n, 0.0) + c
+    coefs = {n: c for n, c in coefs.items() if c != 0.0}
+    if not coefs:
+        raise fail("a budget needs at least one metric")
+    if not all(math.isfinite(c) for c in coefs.values()) or not math.isfinite(const):
+        raise fail("coefficients must be finite")
+    terms = []
+    for n, c in coefs.items():
+        w, m = (n.split(".", 1) if "." in n else (None, n))
+        if m in WORKLOAD_METRICS and w is None:
+            if len(workloads) > 1:
+                raise fail(
+                    f"{m!r} belongs to a workload: name it",
+                    value=n,
+                    suggestion=f"one of {', '.join(f'{x}.{m}' for x in workloads)}",
+                )
+            w = workloads[0]
+        terms.append(Term(c, m, w))
+    # tokens_per_s is a reciprocal: only alone, turned into a bound on time per token
+    tps = [t for t in terms if t.metric == "tokens_per_s"]
+    if tps:
+        if len(terms) != 1:
+            raise fail("tokens_per_s is 1/time_per_token_s and can only appear alone in a budget")
+        (t,) = tps
+        # c·tps <= rhs with c < 0 means tps >= rhs/c  ->  time <= c/rhs (rhs/c > 0 required)
+        if t.coef >= 0 or const >= 0:
+            raise fail("only a lower limit on tokens_per_s is supported (tokens_per_s >= X with X > 0)")
+        terms = [Term(1.0, "time_per_token_s", t.workload)]
+        const = t.coef / const
+    label = name or text.strip()
+    return Budget(label, text.strip(), tuple(terms), const)

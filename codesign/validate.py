@@ -1,0 +1,1251 @@
+"""Validation of the analytical model against measured serving performance (VALIDATION.md).
+
+Each measurement row (schema: ``../shared/validation/README.md``) becomes a one-design catalog
+instance: chip = the row's GPU, devices = ``num_gpus``, scale-up domain = the chip's own, the
+row's workload, precision and input/output lengths, phase ``both``, TP/PP/EP fixed to the row's.
+The batch per model replica is
+
+* offline maximum load (empty ``concurrency``): the largest integer batch (a multiple of PP) that
+  the model's own ``memory-capacity-local`` constraint admits (the engine fills memory with KV
+  cache), capped at the engine's maximum batch (``ENGINE_MAX_BATCH``, trtllm-bench's 4096);
+* fixed concurrency: ``ceil(concurrency / dp)``.
+
+The row is evaluated with :func:`codesign.model.evaluate.evaluate` and the metric read off:
+``output_tokens_per_s`` = ``tokens_per_s`` (system), ``output_tokens_per_s_per_gpu`` =
+``tokens_per_s_per_device``, ``itl_s`` = ``tpot_s``, ``ttft_s``, ``e2e_latency_s`` =
+ttft + (osl - 1) tpot. Rows the model cannot predict are listed in ``skipped`` with the reason.
+
+Calibration (:func:`fit_calibration`) fits the physical parameters of
+:class:`codesign.model.hardware.Calibration` per chip family on the rows of a deterministic split
+(``validation/split.json``, :func:`make_split`); :func:`run_validation` reports on the rest. The
+fit re-composes each row's prediction from the model's own per-term step breakdown (compute,
+local memory, link bytes, link latency, per-layer overhead) with the calibration divided out, so
+a prediction at any calibration is the model's (:func:`recompose`; equality with ``evaluate`` is
+tested). :func:`proposals` measures, the same way, what each mechanism of the model buys (by
+removing it: ``Variant`` ablations) and what candidate changes would buy.
+
+Nothing here writes a file unless asked (``write=`` / ``path=`` arguments).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import InputError
+
+#: chip family -> catalog chip ids; calibration is fitted per family and written to the
+#: ``[chips.<id>]`` table of every chip of a fitted family
+CHIP_FAMILIES: dict[str, tuple[str, ...]] = {
+    "ampere": ("a100-sxm-80gb", "a100-pcie-80gb"),
+    "hopper": ("h100-sxm", "h200-sxm"),
+    "ada": ("l40s",),
+    "blackwell": ("b200", "gb200"),
+    "blackwell-workstation": ("rtx-pro-6000",),
+    "cdna3": ("mi300x",),
+}
+
+#: metrics the validator predicts
+METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_s", "e2e_latency_s")
+
+#: maximum batch of the measured engine: trtllm-bench caps max_batch_size at 4096
+#: (``finetune_setting``: ``min(kv_cache_max_requests, 4096)``; its runtime log prints
+#: "Max Runtime Batch Size: 4096"). Pass ``max_batch_cap=None`` to drop the cap.
+ENGINE_MAX_BATCH = 4096
+
+#: requests per run of the measured benchmark by (ISL, OSL): TensorRT-LLM 0.14 performance
+#: overview, "Preparing a Dataset" ($num_requests); used by ``Variant(request_waves=True)``
+BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
+    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000, (2048, 2048): 1500,
+    (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
+}
+
+#: calibration fields fitted per family by the simplex search, and their physical bounds
+FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap")
+FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "compute_efficiency": (0.05, 1.0),
+    "memory_efficiency": (0.05, 1.0),
+    "network_efficiency": (0.05, 1.0),
+    # kernel launches and synchronisation of one transformer layer: a handful of kernels of a few
+    # microseconds each. TensorRT-LLM's own small-batch ITLs (70B, TP4, H100: 21 ms for 80 layers
+    # incl. weights) leave no room for more than a few tens of microseconds per layer.
+    "layer_overhead_us": (0.0, 50.0),
+    "stream_overlap": (0.0, 1.0),
+    # memory the runtime holds besides weights and KV cache: CUDA context (~0.5-1 GiB), the
+    # engine's activation workspace and logits buffers (a few GiB)
+    "runtime_reserve_GiB": (0.0, 16.0),
+    "usable_memory_fraction": (0.70, 0.98),
+}
+#: runtime_reserve_GiB search (memory rule "engine"): coarse grid, then +-0.5 and +-0.25 GiB
+RESERVE_COARSE = tuple(float(g) for g in range(0, 13))
+#: usable_memory_fraction search (memory rule "total-fraction"): coarse grid, then +-0.01
+USABLE_COARSE = tuple(round(0.80 + 0.02 * i, 2) for i in range(10))
+#: the engine rule sizes the KV cache from the memory that is free after weights and the
+#: runtime's own allocations (TensorRT-LLM: cudaMemGetInfo), so the whole device counts: u = 1
+ENGINE_USABLE_FRACTION = 1.0
+#: calibration fields written to a fitted chip's ``[chips.<id>]`` table
+CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB")
+
+SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SPLIT = REPO_ROOT / "validation" / "split.json"
+
+
+def family_of(chip: str) -> str:
+    """The calibration family of a catalog chip (the chip id itself if it belongs to none)."""
+    for fam, chips in CHIP_FAMILIES.items():
+        if chip in chips:
+            return fam
+    return chip
+
+
+# --- reading measurements ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One measurement row, typed."""
+
+    id: str
+    model: str
+    gpu: str
+    num_gpus: int
+    tp: int
+    pp: int
+    ep: int
+    attention_dp: int
+    precision: str
+    isl: int
+    osl: int
+    concurrency: int | None
+    metric: str
+    value: float
+    unit: str = ""
+    source: str = ""
+
+    @property
+    def dp(self) -> int:
+        return self.num_gpus // (self.tp * self.pp)
+
+    def key(self, by: Sequence[str]) -> str:
+        return "|".join(str(getattr(self, k)) for k in by)
+
+
+INT_FIELDS = ("num_gpus", "tp", "pp", "ep", "attention_dp", "isl", "osl")
+_DEFAULT_ONE = ("pp", "ep", "attention_dp")
+
+
+def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
+    """Parse a measurements CSV: (typed rows, malformed rows each with its reason)."""
+    path = Path(csv_path)
+    if not path.is_file():
+        raise InputError("measurements file not found", file=path)
+    rows: list[Row] = []
+    bad: list[dict[str, Any]] = []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"id", "model", "gpu", "metric", "value", "num_gpus", "tp", "isl", "osl"} - set(reader.fieldnames or [])
+        if missing:
+            raise InputError(
+                "measurements file lacks columns", file=path, value=sorted(missing),
+                expected="the columns of ../shared/validation/README.md",
+            )
+        for i, raw in enumerate(reader):
+            rid = (raw.get("id") or "").strip() or f"line{i + 2}"
+            try:
+                ints = {}
+                for k in INT_FIELDS:
+                    text = str(raw.get(k) or "").strip()
+                    ints[k] = int(text) if text else (1 if k in _DEFAULT_ONE else int(text))
+                conc = str(raw.get("concurrency") or "").strip()
+                rows.append(
+                    Row(
+                        id=rid, model=str(raw["model"]).strip(), gpu=str(raw["gpu"]).strip(),
+                        precision=str(raw.get("precision") or "").strip(), metric=str(raw["metric"]).strip(),
+                        value=float(raw["value"]), concurrency=int(conc) if conc else None,
+                        unit=str(raw.get("unit") or "").strip(), source=str(raw.get("source") or "").strip(), **ints,
+                    )
+                )
+            except (TypeError, ValueError) as exc:
+                bad.append({"id": rid, "reason": f"malformed row: {exc}"})
+    return rows, bad
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# --- one row -> one instance ------------------------------------------------------------------
+#: chips whose measured systems are PCIe cards without NVLink bridges (VALIDATION.md §5.4); the
+#: ablation ``pcie_nvlink_bridge`` gives them the optional 2-card bridge the catalog used to assume
+BRIDGEABLE_PCIE_CHIPS = ("a100-pcie-80gb",)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How rows are mapped, fitted and predicted. The default is the model as it is; the other
+    settings undo one of its mechanisms (ablations) or try a candidate change (proposals),
+    measured by :func:`proposals` (VALIDATION.md §6)."""
+
+    name: str = "model"
+    #: calibration fields held at a value instead of fitted, e.g. ``(("stream_overlap", 1.0),)``:
+    #: the roofline max of the compute and memory streams (the model before VALIDATION.md §5.1)
+    fixed: tuple[tuple[str, float], ...] = ()
+    #: ablation of §5.3: embedding and LM head at the weights' precision (not at least 16 bit)
+    embeddings_at_weight_precision: bool = False
+    #: memory rule. "engine": the model's KV <= f (u C - W - R) with f = [default]
+    #: kv_cache_free_fraction, u = 1 and R fitted; "total-fraction" (ablation): W + KV <= u C with
+    #: u fitted (f = 1, R = 0), the rule before VALIDATION.md §5.3
+    memory_rule: str = "engine"
+    #: ablation of §5.4: A100 PCIe cards paired by an NVLink bridge (scale-up domain 2, nvlink3)
+    pcie_nvlink_bridge: bool = False
+    #: fit each chip on its own instead of per family (e.g. the 300 W A100 PCIe vs the 400 W SXM)
+    per_chip: bool = False
+    #: throughput from in-flight-batching iterations instead of the static round: every decode
+    #: iteration also carries 1/OSL of the batch's prefill (its FLOPs and link traffic; the
+    #: weights are read once per iteration)
+    mixed_iteration: bool = False
+    #: the benchmark's finite request count (BENCH_NUM_REQUESTS): the batch is at most the
+    #: requests per replica, and they run in waves of the batch, the last one partial
+    request_waves: bool = False
+
+    def group_of(self, chip: str) -> str:
+        return chip if self.per_chip else family_of(chip)
+
+    @property
+    def fixed_values(self) -> dict[str, float]:
+        return dict(self.fixed)
+
+
+MODEL = Variant()
+
+
+@contextmanager
+def model_switches(variant: Variant):
+    """The model with the variant's code-level ablations (only ``embeddings_at_weight_precision``:
+    the 16-bit floor of ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0 while inside)."""
+    if not variant.embeddings_at_weight_precision:
+        yield
+        return
+    from codesign.model import workload
+
+    old = workload.EMBEDDING_MIN_BYTES_PER_PARAM
+    workload.EMBEDDING_MIN_BYTES_PER_PARAM = 0.0
+    try:
+        yield
+    finally:
+        workload.EMBEDDING_MIN_BYTES_PER_PARAM = old
+
+
+def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
+    from codesign import catalog
+
+    chip = catalog.load_chip(row.gpu)
+    system: dict[str, Any] = {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size}
+    if variant.pcie_nvlink_bridge and row.gpu in BRIDGEABLE_PCIE_CHIPS:
+        system.update(scale_up="nvlink3", scale_up_domain=2)
+    return system
+
+
+def row_instance(row: Row, batch: int, variant: Variant = MODEL):
+    """The one-design catalog instance of ``row`` at ``batch`` sequences per model replica."""
+    from codesign.instance import Instance, InstanceFile
+
+    raw = {
+        "name": f"validate-{row.id}",
+        "description": f"measurement row {row.id}",
+        "system": _system_of(row, variant),
+        "hardware": {"family": "catalog", "chip": row.gpu},
+        "workloads": [
+            {
+                "name": "main",
+                "workload": row.model,
+                "precision": row.precision,
+                "phase": "both",
+                "input_tokens": row.isl,
+                "output_tokens": row.osl,
+                "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)]},
+            }
+        ],
+    }
+    return Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+
+
+def evaluate_row(row: Row, batch: int, variant: Variant = MODEL):
+    """``evaluate`` of the row's instance at ``batch`` (the model, nothing else)."""
+    from codesign.model.evaluate import evaluate
+
+    inst = row_instance(row, batch, variant)
+    with model_switches(variant):
+        return evaluate(inst, inst.baseline())
+
+
+def _memory_audit(ev) -> Any:
+    return next(a for a in ev.audit if a.name.startswith("memory-capacity-local"))
+
+
+def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
+    """Why ``row`` cannot be predicted, or None."""
+    from codesign import catalog
+    from codesign.instance import BYTES_PER_ELEMENT
+    from codesign.model.schedule import structural_reason
+    from codesign.model.workload import load_workload
+
+    if row.metric not in METRICS:
+        return f"unsupported metric {row.metric!r} (supported: {', '.join(METRICS)})"
+    if not (math.isfinite(row.value) and row.value > 0):
+        return f"measured value {row.value!r} is not a positive number"
+    try:
+        w = load_workload(row.model)
+    except InputError as exc:
+        return f"unknown model {row.model!r}" + (f" ({exc.suggestion})" if exc.suggestion else "")
+    try:
+        catalog.load_chip(row.gpu)
+    except InputError as exc:
+        return f"unknown chip {row.gpu!r}" + (f" ({exc.suggestion})" if exc.suggestion else "")
+    if row.precision not in BYTES_PER_ELEMENT:
+        return f"unknown precision {row.precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
+    if row.attention_dp > 1:
+        return f"attention_dp = {row.attention_dp}: attention data parallelism is not modelled"
+    if min(row.num_gpus, row.tp, row.pp, row.ep) < 1 or min(row.isl, row.osl) < 1:
+        return "num_gpus, tp, pp, ep, isl and osl must be positive"
+    if row.num_gpus % (row.tp * row.pp):
+        return f"tp*pp = {row.tp * row.pp} does not divide num_gpus = {row.num_gpus}"
+    if row.concurrency is not None and row.concurrency < 1:
+        return f"concurrency {row.concurrency} is not positive"
+    domain = _system_of(row, variant)["scale_up_domain"]
+    probe = {"tp": row.tp, "pp": row.pp, "ep": row.ep, "batch": row.pp, "weights_tier": "local", "kv_tier": "local"}
+    why = structural_reason(w, None, row.num_gpus, False, probe, domain)  # type: ignore[arg-type]
+    if why:
+        return f"layout not supported by the model: {why}"
+    return None
+
+
+# --- batch ------------------------------------------------------------------------------------
+#: the calibration fields of the memory rule (eq. 3.21, 4.14a)
+MEMORY_FIELDS = ("usable_memory_fraction", "runtime_reserve_GiB", "kv_cache_free_fraction")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The model's per-device memory footprint of a row: weights and the KV cache of one sequence
+    (at ISL + OSL), the raw capacity, and the memory rule of the calibration the evaluation ran
+    with: KV <= f (u C - R - W), i.e. W + KV / f <= ``usable_B`` = u C - R."""
+
+    weights_B: float
+    kv_per_sequence_B: float
+    raw_capacity_B: float
+    usable_B: float  # u C - R at the calibration the evaluation ran with
+    kv_free_fraction: float  # f
+
+
+def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
+    """Read the affine memory footprint off one evaluation at batch = PP."""
+    from codesign.model.hardware import kv_cache_free_fraction
+
+    ev = evaluate_row(row, row.pp, variant)
+    m = ev.workload_metrics["main"]
+    return Footprint(
+        weights_B=m["weights_per_device_B"],
+        kv_per_sequence_B=m["kv_per_device_B"] / row.pp,
+        raw_capacity_B=ev.metrics["raw_capacity_B"],
+        usable_B=_memory_audit(ev).limit,
+        kv_free_fraction=kv_cache_free_fraction(),
+    )
+
+
+def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None) -> int:
+    """Largest batch (multiple of PP) whose KV cache fits, capped; 0 if none fits.
+
+    The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
+    MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
+    if row.concurrency is not None:
+        return math.ceil(math.ceil(row.concurrency / row.dp) / row.pp) * row.pp
+    if mem is None:
+        usable, f = fp.usable_B, fp.kv_free_fraction
+    else:
+        from codesign.model.hardware import GiB
+
+        usable = max(fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB, 0.0)
+        f = mem["kv_cache_free_fraction"]
+    kv = f * (usable - fp.weights_B)
+    b = math.floor(kv / fp.kv_per_sequence_B / row.pp) * row.pp if kv > 0 else 0
+    if cap is not None:
+        b = min(b, max(row.pp, (cap // row.pp) * row.pp))
+    return max(b, 0)
+
+
+@dataclass
+class BatchChoice:
+    batch: int
+    footprint: Footprint
+    capped: bool = False
+    reason: str = ""
+
+
+def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = MODEL) -> BatchChoice:
+    """The memory-filling batch of an offline row, decided by the model's ``memory-capacity-local``
+    audit: feasible at the returned batch, infeasible one step (PP sequences) above it (unless the
+    engine cap binds). ``batch == 0`` (with ``reason``) if not even PP sequences fit."""
+    fp = footprint(row, variant)
+    b = batch_from(row, fp, None, None)
+    while b > 0 and not _memory_audit(evaluate_row(row, b, variant)).ok:
+        b -= row.pp
+    while _memory_audit(evaluate_row(row, b + row.pp, variant)).ok:
+        b += row.pp
+    if b < row.pp:
+        w = fp.weights_B / 1e9
+        free = max(fp.usable_B / 1e9 - w, 0)
+        return BatchChoice(0, fp, reason=(
+            f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {fp.usable_B / 1e9:.1f} GB "
+            f"usable; the KV cache of {row.pp} sequence(s) needs {fp.kv_per_sequence_B * row.pp / 1e9:.2f} GB "
+            f"at {fp.kv_free_fraction:.0%} of the free memory"))
+    capped = cap is not None and b > cap
+    return BatchChoice(min(b, (cap // row.pp) * row.pp) if capped else b, fp, capped)
+
+
+# --- terms and re-composition -----------------------------------------------------------------
+STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers")
+
+
+@dataclass
+class RowTerms:
+    """Calibration-free stage-step terms of one evaluated row: seconds at efficiency 1 (compute,
+    local memory, link bytes), seconds as modelled (pooled memory, link latency), layers per stage."""
+
+    batch: int
+    dp: float
+    pp: float
+    osl: int
+    devices: int
+    metric: str
+    prefill: dict[str, float]
+    decode: dict[str, float]
+    evaluated: dict[str, float]  # the evaluation's own metrics at the calibration it ran with
+
+
+def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
+    """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
+    from codesign.model.hardware import calibration_for
+    from codesign.model.workload import load_workload
+
+    ev = evaluate_row(row, batch, variant)
+    m = ev.workload_metrics["main"]
+    cal = calibration_for(row.gpu)
+    layers = float(math.ceil(load_workload(row.model).num_layers / row.pp))
+    phases: dict[str, dict[str, float]] = {}
+    for ph in ("prefill", "decode"):
+        def g(k: str, ph: str = ph) -> float:
+            return float(m[f"{ph}_step.{k}_s"])
+
+        phases[ph] = {  # each stream: its serial and its overlapped part (eq. 5.3)
+            "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency,
+            "memory_local": (g("memory_local") + g("memory_local_overlapped")) * cal.memory_efficiency,
+            "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
+            "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
+            "net_latency": g("scale_up_latency") + g("scale_out_latency"),
+            "layers": layers,
+        }
+    evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
+    return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
+                    phases["prefill"], phases["decode"], evaluated)
+
+
+def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+    """One stage step from calibration-free terms, the model's form (eq. 5.3) with
+    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / me, p = pool:
+
+        o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
+    """
+    o = cal["stream_overlap"]
+    c = t["compute"] / cal["compute_efficiency"]
+    m = t["memory_local"] / cal["memory_efficiency"]
+    p = t["memory_pool"]
+    streams = o * np.maximum(np.maximum(c, m), p) + (1.0 - o) * (c + m + p)
+    return (
+        streams
+        + t["net_bw"] / cal["network_efficiency"]
+        + t["net_latency"]
+        + t["layers"] * cal["layer_overhead_us"] * 1e-6
+    )
+
+
+def metric_from_steps(metric: str, t_pre: Any, t_dec: Any, batch: Any, dp: Any, pp: Any, osl: Any, devices: Any) -> Any:
+    """A row metric from its prefill and decode stage steps (the model's scale factors, model.md §5):
+    output tokens/s = batch x dp x osl / (pp x t_prefill + pp x (osl - 1) x t_decode);
+    TTFT = (2 pp - 1) t_prefill; ITL = TPOT = pp x t_decode; e2e = TTFT + (osl - 1) TPOT."""
+    if metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):
+        tps = batch * dp * osl / (pp * t_pre + pp * np.maximum(osl - 1, 0) * t_dec)
+        return tps if metric == "output_tokens_per_s" else tps / devices
+    ttft = (2 * pp - 1) * t_pre
+    tpot = pp * t_dec
+    if metric == "ttft_s":
+        return ttft
+    if metric == "itl_s":
+        return tpot
+    if metric == "e2e_latency_s":
+        return ttft + np.maximum(osl - 1, 0) * tpot
+    raise KeyError(metric)
+
+
+def mixed_terms(pre: dict[str, Any], dec: dict[str, Any], osl: Any) -> dict[str, Any]:
+    """Terms of one in-flight-batching iteration: a decode step plus 1/OSL of the batch's prefill
+    (compute, pooled memory and links; local memory and layers of the decode step)."""
+    out = dict(dec)
+    for k in ("compute", "memory_pool", "net_bw", "net_latency"):
+        out[k] = dec[k] + pre[k] / osl
+    return out
+
+
+def recompose(terms: RowTerms, cal: dict[str, float], mixed: bool = False) -> float:
+    """The row's metric at calibration ``cal`` (exactly the model's formulas unless ``mixed``: the
+    in-flight-batching proposal of VALIDATION.md §6)."""
+    t_pre = step_time(terms.prefill, cal)
+    t_dec = step_time(terms.decode, cal)
+    if mixed and terms.metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):
+        t_it = step_time(mixed_terms(terms.prefill, terms.decode, terms.osl), cal)
+        tps = terms.batch * terms.dp / (terms.pp * t_it)
+        return float(tps if terms.metric == "output_tokens_per_s" else tps / terms.devices)
+    return float(metric_from_steps(terms.metric, t_pre, t_dec, terms.batch, terms.dp, terms.pp, terms.osl, terms.devices))
+
+
+def model_metric(metric: str, m: dict[str, float], osl: int) -> float:
+    """A row metric read off ``evaluate``'s workload metrics."""
+    if metric == "output_tokens_per_s":
+        return m["tokens_per_s"]
+    if metric == "output_tokens_per_s_per_gpu":
+        return m["tokens_per_s_per_device"]
+    if metric == "ttft_s":
+        return m["ttft_s"]
+    if metric == "itl_s":
+        return m["tpot_s"]
+    if metric == "e2e_latency_s":
+        return m["ttft_s"] + max(osl - 1, 0) * m["tpot_s"]
+    raise KeyError(metric)
+
+
+# --- splits -----------------------------------------------------------------------------------
+def split_of(row_id: str) -> str:
+    """Deterministic split of a row id: ``fit`` or ``held-out`` (see SPLIT_METHOD)."""
+    return "fit" if hashlib.sha256(row_id.encode()).digest()[0] % 2 == 0 else "held-out"
+
+
+def make_split(csv_path: str | Path, path: str | Path | None = None) -> dict[str, Any]:
+    """The fit/held-out split of a measurements file; written to ``path`` if given."""
+    rows, _ = read_rows(csv_path)
+    fit = sorted(r.id for r in rows if split_of(r.id) == "fit")
+    held = sorted(r.id for r in rows if split_of(r.id) == "held-out")
+    data = {
+        "method": SPLIT_METHOD,
+        "csv": Path(csv_path).name,
+        "csv_sha256": file_sha256(csv_path),
+        "n_fit": len(fit),
+        "n_held_out": len(held),
+        "fit": fit,
+        "held_out": held,
+    }
+    if path is not None:
+        from codesign.jsonio import write_json_atomic
+
+        write_json_atomic(path, data)
+        Path(path).chmod(0o644)
+    return data
+
+
+def read_split(split_file: str | Path) -> dict[str, str]:
+    """row id -> "fit" | "held-out" from a split file."""
+    from codesign.jsonio import read_json
+
+    data = read_json(split_file)
+    if not isinstance(data, dict) or "fit" not in data or "held_out" not in data:
+        raise InputError("not a split file", file=split_file, expected='{"fit": [ids], "held_out": [ids]}')
+    out = {i: "fit" for i in data["fit"]}
+    out.update({i: "held-out" for i in data["held_out"]})
+    return out
+
+
+# --- the report -------------------------------------------------------------------------------
+def mape(errors_pct: Iterable[float]) -> float:
+    """Mean absolute percentage error of signed percentage errors (nan if empty)."""
+    e = [abs(x) for x in errors_pct]
+    return float(sum(e) / len(e)) if e else float("nan")
+
+
+@dataclass
+class ValidationReport:
+    """Per-row predictions and errors, grouped; ``skipped`` rows carry their reason."""
+
+    csv: str
+    by: tuple[str, ...]
+    rows: list[dict[str, Any]]
+    skipped: list[dict[str, Any]]
+    variant: str = "model"
+    split_file: str | None = None
+    calibration: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def mape_pct(self) -> float:
+        return mape(r["error_pct"] for r in self.rows)
+
+    def subset_mape(self, split: str) -> float:
+        return mape(r["error_pct"] for r in self.rows if r.get("split") == split)
+
+    @property
+    def groups(self) -> dict[str, dict[str, Any]]:
+        g: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in self.rows:
+            g["|".join(str(r[k]) for k in self.by)].append(r)
+        out = {}
+        for k in sorted(g):
+            rs = g[k]
+            errs = [r["error_pct"] for r in rs]
+            out[k] = {
+                "n": len(rs),
+                "mape_pct": mape(errs),
+                "bias_pct": float(np.mean(errs)),
+                "max_abs_error_pct": float(max(abs(e) for e in errs)),
+                "held_out_mape_pct": mape(r["error_pct"] for r in rs if r.get("split") == "held-out"),
+            }
+        return out
+
+    def worst(self, n: int = 10) -> list[dict[str, Any]]:
+        return sorted(self.rows, key=lambda r: -abs(r["error_pct"]))[:n]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "csv": self.csv,
+            "variant": self.variant,
+            "by": list(self.by),
+            "mape_pct": self.mape_pct,
+            "held_out_mape_pct": self.subset_mape("held-out"),
+            "fit_mape_pct": self.subset_mape("fit"),
+            "n_rows": len(self.rows),
+            "n_skipped": len(self.skipped),
+            "split_file": self.split_file,
+            "groups": self.groups,
+            "worst": self.worst(),
+            "rows": self.rows,
+            "skipped": self.skipped,
+            "calibration": self.calibration,
+        }
+
+
+def _calibration_used(chips: Iterable[str]) -> dict[str, dict[str, float]]:
+    from codesign.model.hardware import calibration_for
+
+    return {c: calibration_for(c).model_dump() for c in sorted(set(chips))}
+
+
+def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = MODEL) -> dict[str, Any]:
+    """Predict one (predictable) row with ``evaluate``: the row's result record."""
+    if row.concurrency is None:
+        choice = max_batch(row, cap, variant)
+    else:
+        fp = footprint(row, variant)
+        choice = BatchChoice(batch_from(row, fp, None, None), fp)
+    rec: dict[str, Any] = {
+        "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
+        "precision": row.precision, "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
+        "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
+        "measured": row.value, "batch": choice.batch, "batch_capped": choice.capped,
+    }
+    if choice.batch < 1:
+        rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")
+        return rec
+    ev = evaluate_row(row, choice.batch, variant)
+    m = ev.workload_metrics["main"]
+    pred = model_metric(row.metric, m, row.osl)
+    dec = {k: m[f"decode_step.{k}_s"] + m.get(f"decode_step.{k}_overlapped_s", 0.0)
+           for k in ("compute", "memory_local", "scale_up_bw", "scale_out_bw", "overhead")}
+    rec.update(
+        predicted=pred,
+        error_pct=100.0 * (pred - row.value) / row.value,
+        memory_used_fraction=(m["weights_per_device_B"] + m["kv_per_device_B"]) / ev.metrics["raw_capacity_B"],
+        decode_bound=max(dec, key=dec.get),
+        decode_step_s=m["decode_step_s"],
+        prefill_step_s=m["prefill_step_s"],
+    )
+    if variant.mixed_iteration:  # a proposal: re-compose the evaluation's terms
+        from codesign.model.hardware import calibration_for
+
+        terms = row_terms(row, choice.batch, variant)
+        rec["predicted"] = recompose(terms, calibration_for(row.gpu).model_dump(), variant.mixed_iteration)
+        rec["error_pct"] = 100.0 * (rec["predicted"] - row.value) / row.value
+    return rec
+
+
+def run_validation(
+    csv_path: str | Path,
+    by: Sequence[str] = ("model", "gpu"),
+    *,
+    split_file: str | Path | None = DEFAULT_SPLIT,
+    max_batch_cap: int | None = ENGINE_MAX_BATCH,
+    variant: Variant = MODEL,
+) -> ValidationReport:
+    """Predict every row of a measurements CSV with the model and the current calibration.
+
+    ``by``: row fields the groups are keyed on. ``split_file``: labels rows ``fit``/``held-out``
+    (ignored if the file does not exist; ``None`` for no labels).
+    """
+    bad_by = [k for k in by if k not in Row.__dataclass_fields__]
+    if bad_by:
+        raise InputError("unknown grouping field", value=bad_by, expected=f"fields of {list(Row.__dataclass_fields__)}")
+    rows, malformed = read_rows(csv_path)
+    labels: dict[str, str] = {}
+    used_split = None
+    if split_file is not None and Path(split_file).exists():
+        labels = read_split(split_file)
+        used_split = str(split_file)
+    out: list[dict[str, Any]] = []
+    skipped = list(malformed)
+    for r in rows:
+        why = skip_reason(r, variant)
+        if why:
+            skipped.append({"id": r.id, "model": r.model, "gpu": r.gpu, "metric": r.metric, "reason": why})
+            continue
+        rec = predict_row(r, cap=max_batch_cap, variant=variant)
+        rec["split"] = labels.get(r.id, "unlisted" if labels else None)
+        out.append(rec)
+    return ValidationReport(
+        csv=str(csv_path), by=tuple(by), rows=out, skipped=skipped, variant=variant.name,
+        split_file=used_split, calibration=_calibration_used(r["gpu"] for r in out),
+    )
+
+
+# --- calibration ------------------------------------------------------------------------------
+class _TermCache:
+    """Evaluations of rows at batches, memoised (fitting evaluates each row at a few batches)."""
+
+    def __init__(self, variant: Variant):
+        self.variant = variant
+        self.terms: dict[tuple[str, int], RowTerms] = {}
+        self.fps: dict[str, Footprint] = {}
+
+    def footprint(self, row: Row) -> Footprint:
+        if row.id not in self.fps:
+            self.fps[row.id] = footprint(row, self.variant)
+        return self.fps[row.id]
+
+    def at(self, row: Row, batch: int) -> RowTerms:
+        key = (row.id, batch)
+        if key not in self.terms:
+            self.terms[key] = row_terms(row, batch, self.variant)
+        return self.terms[key]
+
+
+@dataclass
+class _Stack:
+    """Row terms of one family at one memory rule, as arrays (vectorised re-composition)."""
+
+    rows: list[Row]
+    batch: np.ndarray
+    dp: np.ndarray
+    pp: np.ndarray
+    osl: np.ndarray
+    devices: np.ndarray
+    measured: np.ndarray
+    pre: dict[str, np.ndarray]
+    dec: dict[str, np.ndarray]
+    fits: np.ndarray  # batch >= 1
+    waves: np.ndarray | None = None  # full waves of the batch (request_waves)
+    tail: np.ndarray | None = None  # sequences of the last, partial wave (0: none)
+    tail_pre: dict[str, np.ndarray] | None = None
+    tail_dec: dict[str, np.ndarray] | None = None
+
+    @classmethod
+    def build(cls, rows: list[Row], cache: _TermCache, mem: dict[str, float] | None, cap: int | None) -> _Stack:
+        batches = [batch_from(r, cache.footprint(r), mem, cap) for r in rows]
+        zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0}
+        extra: dict[str, Any] = {}
+        if cache.variant.request_waves:
+            waves, tails = [], []
+            for i, r in enumerate(rows):
+                n = BENCH_NUM_REQUESTS.get((r.isl, r.osl)) if r.concurrency is None else None
+                if n is None or batches[i] < 1:
+                    waves.append(1.0)
+                    tails.append(0)
+                    continue
+                per_replica = math.ceil(n / r.dp)
+                batches[i] = min(batches[i], math.ceil(per_replica / r.pp) * r.pp)
+                waves.append(float(per_replica // batches[i]))
+                tails.append(per_replica - int(waves[-1]) * batches[i])
+            tail_terms = [cache.at(r, t) if t >= 1 else None for r, t in zip(rows, tails, strict=True)]
+            extra = {
+                "waves": np.array(waves), "tail": np.array(tails, dtype=float),
+                "tail_pre": {k: np.array([t.prefill[k] if t else zero[k] for t in tail_terms]) for k in STEP_TERMS},
+                "tail_dec": {k: np.array([t.decode[k] if t else zero[k] for t in tail_terms]) for k in STEP_TERMS},
+            }
+        terms = [cache.at(r, b) if b >= 1 else None for r, b in zip(rows, batches, strict=True)]
+
+        def arr(phase: str) -> dict[str, np.ndarray]:
+            return {k: np.array([getattr(t, phase)[k] if t else zero[k] for t in terms]) for k in STEP_TERMS}
+
+        return cls(
+            **extra,
+            rows=rows,
+            batch=np.array([max(b, 1) for b in batches], dtype=float),
+            dp=np.array([r.dp for r in rows], dtype=float),
+            pp=np.array([r.pp for r in rows], dtype=float),
+            osl=np.array([r.osl for r in rows], dtype=float),
+            devices=np.array([r.num_gpus for r in rows], dtype=float),
+            measured=np.array([r.value for r in rows]),
+            pre=arr("prefill"),
+            dec=arr("decode"),
+            fits=np.array([b >= 1 for b in batches]),
+        )
+
+    def predict(self, cal: dict[str, float], how: Variant = MODEL) -> np.ndarray:
+        t_pre = step_time(self.pre, cal)
+        t_dec = step_time(self.dec, cal)
+        out = np.empty(len(self.rows))
+        for metric in {r.metric for r in self.rows}:
+            sel = np.array([r.metric == metric for r in self.rows])
+            out[sel] = metric_from_steps(metric, t_pre[sel], t_dec[sel], self.batch[sel], self.dp[sel],
+                                         self.pp[sel], self.osl[sel], self.devices[sel])
+            if how.mixed_iteration and metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):
+                it = mixed_terms({k: v[sel] for k, v in self.pre.items()}, {k: v[sel] for k, v in self.dec.items()},
+                                 self.osl[sel])
+                tps = self.batch[sel] * self.dp[sel] / (self.pp[sel] * step_time(it, cal))
+                out[sel] = tps if metric == "output_tokens_per_s" else tps / self.devices[sel]
+            if self.waves is not None and metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):
+                assert self.tail is not None and self.tail_pre is not None and self.tail_dec is not None
+                pp, osl, tail = self.pp[sel], self.osl[sel], self.tail[sel]
+                full = _round_s(self.pre, self.dec, sel, cal, pp, osl)
+                last = _round_s(self.tail_pre, self.tail_dec, sel, cal, pp, osl)
+                total = self.waves[sel] * full + np.where(tail > 0, last, 0.0)
+                tps = (self.waves[sel] * self.batch[sel] + tail) * self.dp[sel] * osl / total
+                out[sel] = tps if metric == "output_tokens_per_s" else tps / self.devices[sel]
+        return np.where(self.fits, out, 0.0)
+
+    def mape(self, cal: dict[str, float], how: Variant = MODEL) -> float:
+        return float(np.mean(np.abs(self.predict(cal, how) / self.measured - 1.0)) * 100.0)
+
+
+def _round_s(pre: dict[str, np.ndarray], dec: dict[str, np.ndarray], sel: np.ndarray, cal: dict[str, float],
+             pp: np.ndarray, osl: np.ndarray) -> np.ndarray:
+    """Seconds of one static round (one prefill, OSL - 1 decode steps) of the selected rows."""
+    t_p = step_time({k: v[sel] for k, v in pre.items()}, cal)
+    t_d = step_time({k: v[sel] for k, v in dec.items()}, cal)
+    return pp * t_p + pp * np.maximum(osl - 1, 0) * t_d
+
+
+def _to_cal(z: np.ndarray, base: dict[str, float], free: Sequence[str]) -> dict[str, float]:
+    """Optimiser coordinates -> calibration (log for efficiencies, µs/10 for the overhead, the
+    overlap itself), clipped to FIT_BOUNDS."""
+    cal = dict(base)
+    for i, k in enumerate(free):
+        lo, hi = FIT_BOUNDS[k]
+        v = 10.0 * z[i] if k == "layer_overhead_us" else z[i] if k == "stream_overlap" else math.exp(z[i])
+        cal[k] = min(max(v, lo), hi)
+    return cal
+
+
+def _from_cal(cal: dict[str, float], free: Sequence[str]) -> np.ndarray:
+    return np.array([cal[k] / 10.0 if k == "layer_overhead_us" else cal[k] if k == "stream_overlap" else math.log(cal[k])
+                     for k in free])
+
+
+#: deterministic starting points of the simplex search
+_STARTS = (
+    {"compute_efficiency": 0.6, "memory_efficiency": 0.8, "network_efficiency": 0.6, "layer_overhead_us": 10.0,
+     "stream_overlap": 0.5},
+    {"compute_efficiency": 0.4, "memory_efficiency": 0.6, "network_efficiency": 0.3, "layer_overhead_us": 2.0,
+     "stream_overlap": 0.2},
+    {"compute_efficiency": 0.8, "memory_efficiency": 0.9, "network_efficiency": 0.9, "layer_overhead_us": 30.0,
+     "stream_overlap": 0.8},
+)
+
+
+def _fit_stack(stack: _Stack, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
+    try:
+        from scipy.optimize import minimize
+    except ImportError as exc:  # pragma: no cover - scipy is a test/validate dependency
+        raise InputError("fitting needs scipy", expected="pip install scipy") from exc
+    free = [k for k in FIT_FIELDS if k not in how.fixed_values]
+    best: tuple[float, dict[str, float]] | None = None
+    for start in _STARTS:
+        res = minimize(lambda z: stack.mape(_to_cal(z, base, free), how), _from_cal(start, free), method="Nelder-Mead",
+                       options={"maxiter": 6000, "xatol": 1e-5, "fatol": 1e-7})
+        cal = _to_cal(res.x, base, free)
+        val = stack.mape(cal, how)
+        if best is None or val < best[0] - 1e-12:
+            best = (val, cal)
+    assert best is not None
+    return best[1], best[0]
+
+
+def memory_grid(how: Variant) -> tuple[str, tuple[float, ...], tuple[float, ...]]:
+    """The memory field fitted by grid search under the variant's rule, its coarse grid and the
+    refinement steps around the best coarse value."""
+    if how.memory_rule == "engine":
+        return "runtime_reserve_GiB", RESERVE_COARSE, (0.5, 0.25)
+    if how.memory_rule == "total-fraction":
+        return "usable_memory_fraction", USABLE_COARSE, (0.01,)
+    raise ValueError(f"unknown memory rule {how.memory_rule!r}")
+
+
+def memory_base(how: Variant) -> dict[str, float]:
+    """The memory fields held fixed under the variant's rule (the fitted one is overwritten)."""
+    from codesign.model.hardware import kv_cache_free_fraction
+
+    if how.memory_rule == "engine":
+        return {"usable_memory_fraction": ENGINE_USABLE_FRACTION, "runtime_reserve_GiB": 0.0,
+                "kv_cache_free_fraction": kv_cache_free_fraction()}
+    return {"usable_memory_fraction": 0.9, "runtime_reserve_GiB": 0.0, "kv_cache_free_fraction": 1.0}
+
+
+def _fit_family(rows: list[Row], cache: _TermCache, base: dict[str, float], how: Variant,
+                cap: int | None, fit_memory: bool) -> tuple[dict[str, float], float]:
+    """Best calibration of one family on ``rows`` (the memory field by grid search if fitted)."""
+    if not fit_memory:
+        return _fit_stack(_Stack.build(rows, cache, None, cap), base, how)
+    key, coarse, steps = memory_grid(how)
+    lo, hi = FIT_BOUNDS[key]
+    tried: dict[float, tuple[dict[str, float], float]] = {}
+
+    def at(v: float) -> None:
+        v = min(max(round(v, 4), lo), hi)
+        if v not in tried:
+            cal0 = {**base, key: v}
+            tried[v] = _fit_stack(_Stack.build(rows, cache, {k: cal0[k] for k in MEMORY_FIELDS}, cap), cal0, how)
+
+    def best() -> float:
+        return min(tried, key=lambda v: (tried[v][1], v))
+
+    for v in coarse:
+        at(v)
+    for step in steps:
+        v0 = best()
+        at(v0 - step)
+        at(v0 + step)
+    return tried[best()]
+
+
+def fit_calibration(
+    csv_path: str | Path,
+    split_file: str | Path,
+    *,
+    write: str | Path | bool | None = None,
+    fit_memory: bool = True,
+    max_batch_cap: int | None = ENGINE_MAX_BATCH,
+    variant: Variant = MODEL,
+    families: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Fit the calibration per chip family on the split's ``fit`` rows.
+
+    Fitted: compute, memory and network efficiency, the per-layer overhead and the stream overlap
+    (bounded by FIT_BOUNDS; fields in ``variant.fixed`` are held), and (``fit_memory``) the memory
+    rule's free field by grid search: the runtime reserve R (``memory_rule`` "engine", u = 1, f =
+    the file's ``[default]`` kv_cache_free_fraction) or the usable fraction u ("total-fraction").
+    The objective is the MAPE of the family's fit rows. Returns ``{family: {"chips", "params",
+    "n_fit", "fit_mape_pct", "n_held_out", "held_out_mape_pct"}}``. ``write``: True for the
+    shipped calibration.toml, or a path; the family's values go to each of its chips' table.
+    """
+    from codesign.model.hardware import calibration_for
+
+    rows, _ = read_rows(csv_path)
+    labels = read_split(split_file)
+    usable = [r for r in rows if skip_reason(r, variant) is None and r.id in labels]
+    by_fam: dict[str, list[Row]] = defaultdict(list)
+    for r in usable:
+        by_fam[variant.group_of(r.gpu)].append(r)
+    cache = _TermCache(variant)
+    result: dict[str, Any] = {}
+    for fam in sorted(by_fam):
+        if families is not None and fam not in families:
+            continue
+        fit_rows = [r for r in by_fam[fam] if labels[r.id] == "fit"]
+        held_rows = [r for r in by_fam[fam] if labels[r.id] == "held-out"]
+        if not fit_rows:
+            continue
+        chips = sorted({r.gpu for r in by_fam[fam]})
+        base = {**calibration_for(chips[0]).model_dump(), **variant.fixed_values}
+        if fit_memory:
+            base.update(memory_base(variant))
+        cal, fit_mape = _fit_family(fit_rows, cache, base, variant, max_batch_cap, fit_memory)
+        mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
+        held = _Stack.build(held_rows, cache, mem, max_batch_cap)
+        result[fam] = {
+            "chips": chips,
+            "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
+            "n_fit": len(fit_rows),
+            "fit_mape_pct": float(fit_mape),
+            "n_held_out": len(held_rows),
+            "held_out_mape_pct": float(held.mape(cal, variant)) if held_rows else float("nan"),
+        }
+    if write:
+        write_calibration(result, None if write is True else write, csv_path=csv_path, split_file=split_file)
+    return result
+
+
+def calibration_path() -> Path:
+    from codesign.paths import instances_dir
+
+    return instances_dir() / "catalog" / "calibration.toml"
+
+
+def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *, csv_path: str | Path | None = None,
+                      split_file: str | Path | None = None) -> Path:
+    """Write fitted family values into calibration.toml's ``[chips.<id>]`` tables (``[default]``
+    and chips of unfitted families are kept); atomically; clears the loaded calibration."""
+    import os
+    import tempfile
+    import tomllib
+
+    from codesign.model import hardware
+
+    path = Path(path) if path is not None else calibration_path()
+    text0 = path.read_text() if path.exists() else ""
+    data = tomllib.loads(text0)
+    chips: dict[str, dict[str, float]] = dict(data.get("chips", {}))
+    fam_of_chip: dict[str, str] = {}
+    for fam, res in fitted.items():
+        for c in res["chips"]:
+            chips[c] = dict(res["params"])
+            fam_of_chip[c] = fam
+    src = "fitted per chip family by codesign.validate.fit_calibration"
+    if csv_path is not None:
+        src += f" on the fit rows of {Path(csv_path).name} (sha256 {file_sha256(csv_path)[:12]})"
+    if split_file is not None:
+        src += f", split {Path(split_file).name} ({SPLIT_METHOD})"
+    src += ("; [default] (chips without measurements, 3D families) keeps the initial efficiency assumptions, the "
+            "engine's kv_cache_free_fraction and the stream overlap fitted for hopper and ampere; see VALIDATION.md")
+
+    def val(v: Any) -> str:
+        return repr(float(v)) if isinstance(v, float | int) and not isinstance(v, bool) else json.dumps(v)
+
+    # keep everything before the first [chips.*] table (comments, [default]) except `source`
+    old = text0.splitlines()
+    cut = next((i for i, line in enumerate(old) if line.strip().startswith("[chips.")), len(old))
+    while cut > 0 and (not old[cut - 1].strip() or old[cut - 1].lstrip().startswith("#")):
+        cut -= 1
+    head = old[:cut]
+    if not any(line.strip() == "[default]" for line in head):
+        default = hardware.calibration_file().default.model_dump()
+        head += ["", "[default]", *[f"{k} = {val(v)}" for k, v in default.items()]]
+    at = next((i for i, line in enumerate(head) if line.startswith("source")), None)
+    if at is None:  # before the first table
+        at = next((i for i, line in enumerate(head) if line.strip().startswith("[")), len(head))
+        head.insert(at, "")
+    else:
+        del head[at]
+    lines = [*head[:at], f"source = {json.dumps(src)}", *head[at:]]
+    for cid in sorted(chips):
+        lines.append("")
+        if cid in fam_of_chip:
+            res = fitted[fam_of_chip[cid]]
+            lines.append(f"# family {fam_of_chip[cid]}: fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
+                         f"held-out MAPE {res['held_out_mape_pct']:.1f} % on {res['n_held_out']} rows")
+        lines.append(f"[chips.{cid}]")
+        lines += [f"{k} = {val(v)}" for k, v in chips[cid].items()]
+    text = "\n".join(lines) + "\n"
+    tomllib.loads(text)  # never write a file we cannot read back
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    hardware.calibration_file.cache_clear()
+    return path
+
+
+# --- proposals --------------------------------------------------------------------------------
+#: the mechanisms VALIDATION.md §5 added to the model, as ablations (each undoes one)
+_MAX_FORM = (("stream_overlap", 1.0),)
+_UNDO = {
+    "overlap": {"fixed": _MAX_FORM},
+    "embeddings": {"embeddings_at_weight_precision": True},
+    "memory": {"memory_rule": "total-fraction"},
+    "pcie": {"pcie_nvlink_bridge": True},
+}
+
+
+def _without(name: str, *undo: str, **extra: Any) -> Variant:
+    kw: dict[str, Any] = {}
+    for u in undo:
+        kw.update(_UNDO[u])
+    return Variant(name, **kw, **extra)
+
+
+PROPOSALS: tuple[Variant, ...] = (
+    MODEL,
+    # the model before VALIDATION.md §5's changes, then each change added in turn (§6)
+    _without("before", "overlap", "embeddings", "memory", "pcie"),
+    _without("+stream-overlap", "embeddings", "memory", "pcie"),
+    _without("+16-bit-embeddings", "memory", "pcie"),
+    _without("+engine-memory-rule", "pcie"),
+    # each change removed from the model alone
+    _without("model-without-stream-overlap", "overlap"),
+    _without("model-without-16-bit-embeddings", "embeddings"),
+    _without("model-without-engine-memory-rule", "memory"),
+    _without("model-without-pcie-scale-up", "pcie"),
+    # the overlap as one physical constant instead of a fitted value per family
+    Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
+    # candidate changes not in the model
+    Variant("request-waves", request_waves=True),
+    Variant("mixed-iteration", mixed_iteration=True),
+    Variant("per-chip-calibration", per_chip=True),
+)
+
+
+def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[Variant] = PROPOSALS,
+              by: Sequence[str] = ("model", "gpu")) -> dict[str, Any]:
+    """Fit each variant on the fit rows and report its held-out MAPE (overall and per group).
+
+    Every variant is the same model with the calibration re-fitted; only the stated mechanism
+    differs, so the difference in held-out error is what the mechanism buys (VALIDATION.md §6).
+    """
+    rows, _ = read_rows(csv_path)
+    labels = read_split(split_file)
+    out: dict[str, Any] = {}
+    for v in variants:
+        fitted = fit_calibration(csv_path, split_file, variant=v)
+        cache = _TermCache(v)
+        by_group: dict[str, list[Row]] = defaultdict(list)
+        for r in rows:
+            if not skip_reason(r, v) and r.id in labels and v.group_of(r.gpu) in fitted:
+                by_group[v.group_of(r.gpu)].append(r)
+        preds: list[tuple[Row, float]] = []
+        for g, rs in sorted(by_group.items()):
+            cal = {**memory_base(v), **fitted[g]["params"]}
+            stack = _Stack.build(rs, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
+            for r, p in zip(rs, stack.predict(cal, v), strict=True):
+                preds.append((r, 100.0 * (float(p) - r.value) / r.value))
+        groups: dict[str, list[float]] = defaultdict(list)
+        by_tp: dict[str, list[float]] = defaultdict(list)
+        for r, e in preds:
+            if labels[r.id] == "held-out":
+                groups[r.key(by)].append(e)
+                by_tp[f"{v.group_of(r.gpu)}|tp{r.tp}"].append(e)
+        out[v.name] = {
+            "variant": v.__dict__,
+            "fit_mape_pct": mape(e for r, e in preds if labels[r.id] == "fit"),
+            "held_out_mape_pct": mape(e for r, e in preds if labels[r.id] == "held-out"),
+            "all_mape_pct": mape(e for _, e in preds),
+            "held_out_groups_mape_pct": {k: mape(v_) for k, v_ in sorted(groups.items())},
+            "worst_held_out_group_pct": max((mape(v_) for v_ in groups.values()), default=float("nan")),
+            "held_out_by_group_and_tp_mape_pct": {k: mape(v_) for k, v_ in sorted(by_tp.items())},
+            "params": {fam: res["params"] for fam, res in fitted.items()},
+            "row_errors_pct": {r.id: round(e, 3) for r, e in preds},
+        }
+    return out
+
+
+# --- plot -------------------------------------------------------------------------------------
+def plot(report: ValidationReport, path: str | Path, *, title: str | None = None) -> Path:
+    """Predicted vs measured (log-log), one colour per chip family, hollow markers for fit rows,
+    filled for held-out; the y = x line and a +-12 % band. PNG via matplotlib's Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7.5, 7.0), dpi=120)
+    fams = sorted({r["family"] for r in report.rows})
+    colours = plt.get_cmap("tab10")
+    pts = [r for r in report.rows if r["predicted"] > 0]
+    for i, fam in enumerate(fams):
+        for split, face in (("fit", "none"), ("held-out", None), (None, None), ("unlisted", None)):
+            sel = [r for r in pts if r["family"] == fam and r.get("split") == split]
+            if not sel:
+                continue
+            ax.scatter([r["measured"] for r in sel], [r["predicted"] for r in sel], s=22,
+                       facecolors=face if face else colours(i), edgecolors=colours(i), linewidths=0.9,
+                       label=f"{fam} ({split})" if split else fam)
+    if pts:
+        lo = min(min(r["measured"], r["predicted"]) for r in pts) * 0.7
+        hi = max(max(r["measured"], r["predicted"]) for r in pts) * 1.4
+        xs = np.geomspace(lo, hi, 50)
+        ax.plot(xs, xs, color="black", lw=1)
+        ax.fill_between(xs, xs * 0.88, xs * 1.12, color="grey", alpha=0.2, lw=0, label="±12 %")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    unit = sorted({r["metric"] for r in report.rows})
+    ax.set_xlabel(f"measured {', '.join(unit)}")
+    ax.set_ylabel("predicted by the model")
+    held = report.subset_mape("held-out")
+    ax.set_title(title or f"{Path(report.csv).name}: MAPE {report.mape_pct:.1f} % (held-out {held:.1f} %), "
+                 f"{len(report.rows)} rows")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def format_report(report: ValidationReport, worst: int = 10) -> str:
+    """Plain-text summary: overall / held-out MAPE, per-group table, worst rows, skipped rows."""
+    d = report.as_dict()
+    lines = [
+        f"rows {d['n_rows']}  skipped {d['n_skipped']}  MAPE {d['mape_pct']:.2f} %  "
+        f"held-out {d['held_out_mape_pct']:.2f} %  fit {d['fit_mape_pct']:.2f} %",
+        "",
+        f"{'|'.join(report.by):40s} {'n':>4s} {'MAPE %':>8s} {'bias %':>8s} {'max %':>8s} {'held-out %':>10s}",
+    ]
+    for k, g in d["groups"].items():
+        lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {g['held_out_mape_pct']:10.2f}")
+    lines += ["", "worst rows:"]
+    for r in report.worst(worst):
+        lines.append(f"  {r['id']} {r['model']} {r['gpu']} {r['precision']} tp{r['tp']} {r['isl']}/{r['osl']} "
+                     f"batch {r['batch']}: measured {r['measured']:.4g} predicted {r['predicted']:.4g} "
+                     f"({r['error_pct']:+.1f} %){'  ' + r['note'] if r.get('note') else ''}")
+    if d["skipped"]:
+        lines += ["", "skipped rows:"]
+        lines += [f"  {s['id']}: {s['reason']}" for s in d["skipped"]]
+    return "\n".join(lines)
+
+
+
+# --- everything VALIDATION.md reports -----------------------------------------------------------
+def reproduce(csv_path: str | Path, out_dir: str | Path = REPO_ROOT / "validation", *, calibrate: bool = True,
+              with_proposals: bool = True) -> dict[str, Any]:
+    """Regenerate every artefact of VALIDATION.md from a measurements CSV:
+
+    ``split.json`` (deterministic), the fitted calibration (written to calibration.toml if
+    ``calibrate``), ``results.json`` (run_validation, grouped by model and chip), ``results.txt``,
+    ``predicted_vs_measured.png`` and (``with_proposals``) ``proposals.json``.
+    """
+    from codesign.jsonio import write_json_atomic as _write
+
+    def write_json_atomic(p: Path, data: Any) -> None:
+        _write(p, data)
+        p.chmod(0o644)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    split = out / "split.json"
+    make_split(csv_path, split)
+    summary: dict[str, Any] = {}
+    if calibrate:
+        summary["fitted"] = fit_calibration(csv_path, split, write=True)
+        write_json_atomic(out / "calibration_fit.json", summary["fitted"])
+    report = run_validation(csv_path, split_file=split)
+    write_json_atomic(out / "results.json", report.as_dict())
+    (out / "results.txt").write_text(format_report(report, worst=15) + "\n")
+    plot(report, out / "predicted_vs_measured.png")
+    summary["mape_pct"] = report.mape_pct
+    summary["held_out_mape_pct"] = report.subset_mape("held-out")
+    if with_proposals:
+        summary["proposals"] = proposals(csv_path, split)
+        write_json_atomic(out / "proposals.json", summary["proposals"])
+    return summary

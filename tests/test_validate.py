@@ -1,0 +1,351 @@
+"""Validation against measurements: the prediction path on a handful of rows, with hand-derived
+expectations.
+
+Hand-derived figures used below:
+
+    Llama 3.1 8B parameters   32 x (attention 2 x 4096^2 + 2 x 4096 x 1024 = 41,943,040
+                                    + MLP 3 x 4096 x 14,336 = 176,160,768 + norms 2 x 4096)
+                              + embedding + LM head 2 x 128,256 x 4096 + final norm 4096
+                              = 6,979,584,000 + 1,050,673,152 + 4096 = 8,030,261,248
+    FP8 weights               body + final norm at 1 B, embedding + LM head at 2 B (16 bit):
+                              6,979,588,096 + 2 x 1,050,673,152 = 9,080,934,400 B
+    FP8 KV per token          32 layers x 2 (K, V) x 8 KV heads x 128 x 1 B = 65,536 B
+    one 1000/1000 sequence    2000 x 65,536 = 131,072,000 B
+    H100 72 GiB               80 x 2^30 - 8 x 2^30 = 77,309,411,328 B (= 80 GiB x 0.90)
+    engine rule, R = 8 GiB    KV <= 0.9 x (77,309,411,328 - 9,080,934,400) = 61,405,629,235.2 B
+                              -> floor(468.48) = 468 sequences
+    old rule, u = 0.90        W + KV <= 77,309,411,328 -> floor(520.54) = 520 (528 with the
+                              embedding and LM head at 1 B: 1,050,673,152 B = 8.0 sequences)
+    LM-head read per decode   128,256 x 4096 x 2 B = 1,050,673,152 B (+ 1 embedding row x 4096 x 2 B)
+    fixed concurrency         64 requests on 8 GPUs at TP 4 -> dp 2 -> 32 per replica
+    toy MAPE                  errors +10 % and -20 % -> (10 + 20) / 2 = 15 %
+    tokens/s from steps       batch 4, dp 2, osl 3, t_prefill 1 s, t_decode 0.5 s:
+                              4 x 2 x 3 / (1 + 2 x 0.5) = 12 /s; e2e = 1 + 2 x 0.5 = 2 s
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from codesign import validate as V
+from codesign.model.hardware import calibration_for
+
+HEADER = ["id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "attention_dp", "precision", "isl", "osl",
+          "concurrency", "metric", "value", "unit", "source"]
+
+GiB = 2**30
+W_8B_FP8 = 9_080_934_400  # embedding and LM head in 16 bit
+EMBED_HEAD_8B = 1_050_673_152
+KV_SEQ_8B_FP8_2000 = 2000 * 65_536
+ENGINE = {"usable_memory_fraction": 1.0, "runtime_reserve_GiB": 8.0, "kv_cache_free_fraction": 0.9}
+TOTAL_FRACTION = {"usable_memory_fraction": 0.9, "runtime_reserve_GiB": 0.0, "kv_cache_free_fraction": 1.0}
+
+
+def row(**kw) -> V.Row:
+    base = dict(id="r1", model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tp=1, pp=1, ep=1, attention_dp=1,
+                precision="fp8", isl=1000, osl=1000, concurrency=None, metric="output_tokens_per_s", value=14108.0)
+    base.update(kw)
+    return V.Row(**base)
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in HEADER})
+    return path
+
+
+def csv_row(rid: str, **kw) -> dict:
+    d = dict(id=rid, model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tp=1, pp=1, ep=1, attention_dp=1,
+             precision="fp8", isl=1000, osl=1000, concurrency="", metric="output_tokens_per_s", value=14108.0,
+             unit="1/s", source="test")
+    d.update(kw)
+    return d
+
+
+# --- batch ------------------------------------------------------------------------------------
+def test_footprint_of_llama8b_fp8_on_h100_is_hand_derived():
+    fp = V.footprint(row())
+    assert fp.weights_B == W_8B_FP8
+    assert fp.kv_per_sequence_B == KV_SEQ_8B_FP8_2000
+    assert fp.raw_capacity_B == 80 * GiB
+
+
+def test_max_batch_llama8b_h100_tp1_engine_rule_is_468_and_old_rule_520():
+    fp = V.footprint(row())
+    assert V.batch_from(row(), fp, ENGINE, None) == 468
+    assert 0.9 * (72 * GiB - W_8B_FP8) / KV_SEQ_8B_FP8_2000 == pytest.approx(468.48, abs=0.01)
+    assert V.batch_from(row(), fp, TOTAL_FRACTION, None) == 520
+    # the old model (embedding and LM head at 1 B) admitted 8 sequences more
+    assert (72 * GiB - W_8B_FP8 + EMBED_HEAD_8B) / KV_SEQ_8B_FP8_2000 == pytest.approx(528.56, abs=0.01)
+    old = V.footprint(row(), V.Variant(embeddings_at_weight_precision=True))
+    assert old.weights_B == W_8B_FP8 - EMBED_HEAD_8B
+    assert V.batch_from(row(), old, TOTAL_FRACTION, None) == 528
+    assert V.footprint(row()).weights_B == W_8B_FP8  # the switch is undone on exit
+
+
+def test_max_batch_is_decided_by_the_models_memory_constraint():
+    from codesign.model.hardware import kv_cache_free_fraction
+
+    cal = calibration_for("h100-sxm")
+    usable = 80 * GiB * cal.usable_memory_fraction - cal.runtime_reserve_GiB * GiB
+    expected = math.floor(kv_cache_free_fraction() * (usable - W_8B_FP8) / KV_SEQ_8B_FP8_2000)
+    choice = V.max_batch(row(), cap=None)
+    assert choice.batch == expected
+    assert V._memory_audit(V.evaluate_row(row(), choice.batch)).ok
+    assert not V._memory_audit(V.evaluate_row(row(), choice.batch + 1)).ok
+
+
+def test_engine_cap_limits_the_batch():
+    short = row(gpu="h200-sxm", isl=128, osl=128)  # 8B FP8 with 256-token sequences: thousands fit
+    assert V.max_batch(short, cap=None).batch > V.ENGINE_MAX_BATCH
+    capped = V.max_batch(short)
+    assert capped.batch == V.ENGINE_MAX_BATCH and capped.capped
+
+
+def test_fixed_concurrency_batch_is_concurrency_over_dp():
+    r = row(model="llama-3.1-70b", num_gpus=8, tp=4, concurrency=64)
+    assert r.dp == 2
+    assert V.batch_from(r, V.footprint(r), None, None) == 32
+
+
+def test_a_model_too_large_for_the_memory_is_an_infeasible_prediction_not_a_skip():
+    r = row(model="llama-3.1-70b", gpu="l40s", precision="fp16")  # 141 GB of weights on 48 GB
+    assert V.skip_reason(r) is None
+    rec = V.predict_row(r)
+    assert rec["batch"] == 0 and rec["predicted"] == 0.0 and rec["error_pct"] == -100.0
+    assert "does not fit" in rec["note"]
+
+
+# --- the prediction is the model's --------------------------------------------------------------
+def test_recompose_at_the_file_calibration_reproduces_evaluate():
+    for r in (row(), row(model="mixtral-8x7b", num_gpus=4, tp=4, isl=2048, osl=128),
+              row(model="llama-3.1-70b", gpu="a100-sxm-80gb", precision="fp16", num_gpus=8, tp=8)):
+        b = V.max_batch(r).batch
+        terms = V.row_terms(r, b)
+        cal = calibration_for(r.gpu).model_dump()
+        assert V.recompose(terms, cal) == pytest.approx(terms.evaluated["tokens_per_s"], rel=1e-9)
+        # and the record's prediction is evaluate's tokens_per_s
+        assert V.predict_row(r)["predicted"] == pytest.approx(terms.evaluated["tokens_per_s"], rel=1e-12)
+
+
+def test_metric_from_steps_by_hand():
+    args = dict(batch=4, dp=2, pp=1, osl=3, devices=8)
+    assert V.metric_from_steps("output_tokens_per_s", 1.0, 0.5, **args) == pytest.approx(12.0)
+    assert V.metric_from_steps("output_tokens_per_s_per_gpu", 1.0, 0.5, **args) == pytest.approx(1.5)
+    assert V.metric_from_steps("ttft_s", 1.0, 0.5, **args) == pytest.approx(1.0)
+    assert V.metric_from_steps("itl_s", 1.0, 0.5, **args) == pytest.approx(0.5)
+    assert V.metric_from_steps("e2e_latency_s", 1.0, 0.5, **args) == pytest.approx(2.0)
+
+
+def test_stream_overlap_interpolates_between_the_max_and_the_sum():
+    t = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0}
+    cal = {"compute_efficiency": 0.5, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0}
+    assert V.step_time(t, cal | {"stream_overlap": 1.0}) == pytest.approx(2.0)  # max(2, 2)
+    assert V.step_time(t, cal | {"stream_overlap": 0.0}) == pytest.approx(4.0)  # 2 + 2
+    assert V.step_time(t, cal | {"stream_overlap": 0.5}) == pytest.approx(3.0)
+
+
+def test_the_step_form_splits_every_stream_by_the_overlap():
+    """evaluate's stage step is o max(c, m) + (1 - o)(c + m) + links + overhead (eq. 5.3), each
+    stream being two products with the hardware columns o s and (1 - o) s (eq. 3.26)."""
+    from codesign.model.evaluate import stage_form
+    from codesign.model.hardware import hardware_table
+
+    r = row(model="llama-3.1-70b", num_gpus=4, tp=4, isl=2048, osl=128)
+    inst = V.row_instance(r, 64)
+    hw = hardware_table(inst)
+    for col in ("s_per_flop@fp8", "s_per_B_local"):
+        base, _, prec = col.partition("@")
+        tail = f"@{prec}" if prec else ""
+        o = hw.features["stream_overlap"][0]
+        assert hw.features[f"{base}_ovl{tail}"][0] == pytest.approx(o * hw.features[col][0])
+        assert hw.features[f"{base}_seq{tail}"][0] == pytest.approx((1 - o) * hw.features[col][0])
+    assert hw.features["s_per_B_pool_seq"][0] == math.inf and hw.features["s_per_B_pool_ovl"][0] == 0.0  # o = 0
+    form = stage_form("prefill", "fp8", "one")
+    assert [p.name for g in form.maxes for p in g] == [
+        "prefill.compute_overlapped", "prefill.memory_local_overlapped", "prefill.memory_pool_overlapped"]
+    m = V.evaluate_row(r, 64).workload_metrics["main"]
+    c = m["prefill_step.compute_s"] + m["prefill_step.compute_overlapped_s"]
+    mem = m["prefill_step.memory_local_s"] + m["prefill_step.memory_local_overlapped_s"]
+    rest = sum(m[f"prefill_step.{k}_s"] for k in ("scale_up_bw", "scale_up_latency", "scale_out_bw",
+                                                   "scale_out_latency", "overhead"))
+    o = calibration_for("h100-sxm").stream_overlap
+    assert m["prefill_step_s"] == pytest.approx(o * max(c, mem) + (1 - o) * (c + mem) + rest, rel=1e-12)
+
+
+def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():
+    """Per decode step the LM head is read whole at 2 B/param (plus one 16-bit embedding row per
+    sequence), whatever the weights' precision."""
+    from codesign.model.workload import load_workload, step_costs
+
+    w = load_workload("llama-3.1-8b")
+    c = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0,
+                   embedding_bytes_per_param=2.0)
+    assert c.bytes_w_embed_head == pytest.approx(EMBED_HEAD_8B + 4096 * 2)
+    plain = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0)
+    assert plain.bytes_w_embed_head == pytest.approx(EMBED_HEAD_8B / 2 + 4096)  # default: the weights' bytes
+
+
+def test_the_memory_constraint_is_the_engine_rule():
+    """memory-capacity-local: W + KV / f <= u C - R (eq. 4.14a, 3.21), which is KV <= f (u C - R - W)."""
+    from codesign.model.hardware import kv_cache_free_fraction
+
+    ev = V.evaluate_row(row(), 100)
+    m = ev.workload_metrics["main"]
+    cal = calibration_for("h100-sxm")
+    audit = V._memory_audit(ev)
+    assert m["weights_per_device_B"] == W_8B_FP8 and m["kv_per_device_B"] == 100 * KV_SEQ_8B_FP8_2000
+    assert audit.value == pytest.approx(W_8B_FP8 + 100 * KV_SEQ_8B_FP8_2000 / kv_cache_free_fraction())
+    assert audit.limit == pytest.approx(80 * GiB * cal.usable_memory_fraction - cal.runtime_reserve_GiB * GiB)
+
+
+def test_the_engine_fraction_is_one_setting_for_every_chip():
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    data = load_toml(V.calibration_path())
+    data["chips"]["l40s"] = {**data["chips"].get("l40s", {}), "kv_cache_free_fraction": 0.95}
+    with pytest.raises(ValueError, match="engine setting"):
+        CalibrationFile.model_validate(data)
+
+
+def test_a100_pcie_tp_traffic_crosses_pcie_and_the_bridge_ablation_restores_nvlink():
+    """The measured A100 PCIe system has no NVLink bridge: a TP2 all-reduce crosses PCIe Gen4 x16
+    (31.5 GB/s, 1 us per step) on the scale-up side; the ablation pairs the cards by nvlink3."""
+    from codesign.model.hardware import hardware_table
+
+    r = row(model="mixtral-8x7b", gpu="a100-pcie-80gb", precision="fp16", num_gpus=2, tp=2, isl=128, osl=128)
+    ne = calibration_for("a100-pcie-80gb").network_efficiency
+    hw = hardware_table(V.row_instance(r, 8))
+    assert hw.features["s_per_B_scale_up"][0] == pytest.approx(1 / (31.5e9 * ne))
+    assert hw.features["s_per_step_scale_up"][0] == pytest.approx(1e-6)
+    bridged = V.Variant(pcie_nvlink_bridge=True)
+    hw2 = hardware_table(V.row_instance(r, 8, bridged))
+    assert hw2.features["s_per_B_scale_up"][0] == pytest.approx(1 / (300e9 * ne))
+    assert V.row_instance(r, 8, bridged).system.scale_up_domain == 2
+    # TP8 stays inside the 8-card PCIe server: no scale-out bytes
+    m = V.evaluate_row(r.__class__(**{**r.__dict__, "num_gpus": 8, "tp": 8}), 8).workload_metrics["main"]
+    assert m["decode_step.scale_out_bw_s"] == 0.0 and m["decode_step.scale_up_bw_s"] > 0.0
+
+
+def test_request_waves_cap_the_batch_at_the_benchmarks_requests():
+    """Mixtral FP8 on 8 H200 at 128/4096 would hold ~3600 sequences; the benchmark has 1500."""
+    r = row(model="mixtral-8x7b", gpu="h200-sxm", num_gpus=8, tp=8, isl=128, osl=4096)
+    waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
+    plain = V._Stack.build([r], V._TermCache(V.MODEL), None, V.ENGINE_MAX_BATCH)
+    assert plain.batch[0] > V.BENCH_NUM_REQUESTS[(128, 4096)]
+    assert waves.batch[0] == 1500 and waves.waves[0] == 1 and waves.tail[0] == 0
+
+
+def test_mixed_iteration_carries_one_osl_th_of_the_prefill():
+    pre = {"compute": 10.0, "memory_local": 7.0, "memory_pool": 0.0, "net_bw": 5.0, "net_latency": 1.0, "layers": 32.0}
+    dec = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.5, "net_latency": 0.1, "layers": 32.0}
+    it = V.mixed_terms(pre, dec, 5)
+    assert it == pytest.approx({"compute": 3.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 1.5, "net_latency": 0.3, "layers": 32.0})
+
+
+# --- the report -------------------------------------------------------------------------------
+def test_unknown_model_chip_metric_and_attention_dp_are_skipped_with_reasons(tmp_path):
+    path = write_csv(tmp_path / "m.csv", [
+        csv_row("ok"),
+        csv_row("model", model="llama-9-1t"),
+        csv_row("chip", gpu="h900"),
+        csv_row("metric", metric="power_W"),
+        csv_row("adp", attention_dp=2, num_gpus=2, tp=2),
+        csv_row("bad", value="n/a"),
+    ])
+    rep = V.run_validation(path, split_file=None)
+    d = rep.as_dict()
+    assert d["n_rows"] == 1 and d["n_skipped"] == 5
+    reasons = {s["id"]: s["reason"] for s in d["skipped"]}
+    assert reasons["model"].startswith("unknown model 'llama-9-1t'")
+    assert reasons["chip"].startswith("unknown chip 'h900'")
+    assert reasons["metric"].startswith("unsupported metric 'power_W'")
+    assert "attention data parallelism" in reasons["adp"]
+    assert reasons["bad"].startswith("malformed row")
+    for key in ("mape_pct", "n_rows", "n_skipped", "groups", "rows", "skipped"):
+        assert key in d
+    assert list(d["groups"]) == ["llama-3.1-8b|h100-sxm"]
+
+
+def test_mape_of_a_two_row_toy_report():
+    rows = [
+        {"id": "a", "model": "m", "gpu": "g", "family": "f", "measured": 100.0, "predicted": 110.0, "error_pct": 10.0, "split": "fit"},
+        {"id": "b", "model": "m", "gpu": "g", "family": "f", "measured": 100.0, "predicted": 80.0, "error_pct": -20.0, "split": "held-out"},
+    ]
+    rep = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[])
+    assert rep.mape_pct == pytest.approx(15.0)
+    assert rep.subset_mape("held-out") == pytest.approx(20.0)
+    g = rep.groups["m|g"]
+    assert g["n"] == 2 and g["mape_pct"] == pytest.approx(15.0) and g["bias_pct"] == pytest.approx(-5.0)
+    assert rep.worst(1)[0]["id"] == "b"
+
+
+def test_plot_writes_a_png(tmp_path):
+    rows = [
+        {"id": "a", "family": "hopper", "metric": "output_tokens_per_s", "measured": 100.0, "predicted": 110.0, "error_pct": 10.0, "split": "fit"},
+        {"id": "b", "family": "ada", "metric": "output_tokens_per_s", "measured": 1000.0, "predicted": 800.0, "error_pct": -20.0, "split": "held-out"},
+    ]
+    rep = V.ValidationReport(csv="toy.csv", by=("model",), rows=rows, skipped=[])
+    out = V.plot(rep, tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- split and fit ------------------------------------------------------------------------------
+def test_split_is_deterministic_and_covers_every_row(tmp_path):
+    path = write_csv(tmp_path / "m.csv", [csv_row(f"m{i:04d}") for i in range(40)])
+    a = V.make_split(path)
+    b = V.make_split(path, tmp_path / "split.json")
+    assert a == b and a["n_fit"] + a["n_held_out"] == 40 and 0 < a["n_fit"] < 40
+    labels = V.read_split(tmp_path / "split.json")
+    assert all(labels[i] == V.split_of(i) for i in labels)
+
+
+def test_fit_calibration_recovers_the_memory_efficiency_and_writes_nothing(tmp_path):
+    """Rows whose 'measurements' are the model's own predictions at a known calibration: the fit
+    returns parameters that reproduce them, and no file is touched unless asked."""
+    cal_file = V.calibration_path()
+    before = cal_file.read_bytes()
+    rows = []
+    for i, (isl, osl) in enumerate([(128, 2048), (500, 2000), (1000, 1000), (2048, 2048), (128, 4096), (20000, 2000)]):
+        r = row(id=f"s{i}", gpu="l40s", isl=isl, osl=osl)
+        rows.append(csv_row(r.id, gpu="l40s", isl=isl, osl=osl, value=V.predict_row(r)["predicted"]))
+    path = write_csv(tmp_path / "m.csv", rows)
+    V.make_split(path, tmp_path / "split.json")
+    labels = V.read_split(tmp_path / "split.json")
+    # put every row into the fit set (the tiny file would otherwise leave the fit nearly empty)
+    (tmp_path / "all.json").write_text(json.dumps({"fit": sorted(labels), "held_out": []}))
+    res = V.fit_calibration(path, tmp_path / "all.json", fit_memory=False)
+    assert list(res) == ["ada"]
+    assert res["ada"]["fit_mape_pct"] < 1.0  # decode-heavy rows: memory-bound, fitted exactly
+    lo, hi = V.FIT_BOUNDS["layer_overhead_us"]
+    assert lo <= res["ada"]["params"]["layer_overhead_us"] <= hi
+    assert cal_file.read_bytes() == before
+
+
+def test_write_calibration_updates_only_the_fitted_chips(tmp_path):
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    target = tmp_path / "calibration.toml"
+    target.write_text(V.calibration_path().read_text())
+    params = {"compute_efficiency": 0.5, "memory_efficiency": 0.6, "network_efficiency": 0.4,
+              "layer_overhead_us": 3.0, "stream_overlap": 0.0, "usable_memory_fraction": 1.0,
+              "runtime_reserve_GiB": 4.5}
+    fitted = {"ada": {"chips": ["l40s"], "params": params, "n_fit": 1, "fit_mape_pct": 1.0,
+                      "n_held_out": 1, "held_out_mape_pct": 2.0}}
+    V.write_calibration(fitted, target)
+    cal = CalibrationFile.model_validate(load_toml(target))
+    assert cal.chips["l40s"] == params
+    before = CalibrationFile.model_validate(load_toml(V.calibration_path()))
+    assert cal.default == before.default
+    assert {k: v for k, v in cal.chips.items() if k != "l40s"} == {k: v for k, v in before.chips.items() if k != "l40s"}
+    assert "# kernel launches" in target.read_text()  # comments of [default] are kept

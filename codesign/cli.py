@@ -195,14 +195,15 @@ def evaluate_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
     design: Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")] = None,
     sets: Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")] = None,
+    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate a design with the analytical model (default: the instance's baseline)."""
-    from codesign.instance import load_instance, parse_design
+    from codesign.instance import load_instance, parse_design, with_budgets
     from codesign.lints import lint
     from codesign.model.evaluate import evaluate
 
-    inst = load_instance(name)
+    inst = with_budgets(load_instance(name), budgets or [])
     given: dict[str, Any] = {}
     source = "--set"
     if design is not None:
@@ -235,17 +236,17 @@ def print_evaluation(inst, ev) -> None:
     m.add_column("metric")
     m.add_column("value", justify="right")
     for k, v in ev.metrics.items():
-        m.add_row(k, fmt(v))
+        m.add_row(escape(k), fmt(v))
     if len(inst.workloads) > 1:
         for w, vals in ev.workload_metrics.items():
             for k, v in vals.items():
-                m.add_row(f"{w}.{k}", fmt(v))
+                m.add_row(escape(f"{w}.{k}"), fmt(v))
     out.print(m)
     a = Table(title="constraints")
     for col in ("constraint", "value", "limit", "slack", "ok"):
         a.add_column(col, justify="left" if col == "constraint" else "right")
     for x in ev.audit:
-        a.add_row(x.name, fmt(x.value), fmt(x.limit), fmt(x.slack), "[green]yes[/]" if x.ok else "[red]NO[/]")
+        a.add_row(escape(x.name), fmt(x.value), fmt(x.limit), fmt(x.slack), "[green]yes[/]" if x.ok else "[red]NO[/]")
     out.print(a)
     for s in ev.structural:
         out.print(f"[red]infeasible layout[/]: {s}")
@@ -262,21 +263,33 @@ def solve_cmd(
     objective: Annotated[str | None, typer.Option("--objective", help="tokens_per_s | energy_per_token_J | tpot_s | ttft_s")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds; the incumbent and its bound are kept")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="solver threads / workers")] = None,
+    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
     cross_check: Annotated[bool, typer.Option("--cross-check", help="also solve with the other solver; fail if they disagree")] = False,
     save: Annotated[bool, typer.Option("--save", help="write solutions/<instance>.json atomically")] = False,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="where --save writes")] = Path("solutions"),
     as_json: JsonOpt = False,
 ) -> None:
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
-    from codesign.instance import load_instance, with_objective
+    from codesign.instance import load_instance, with_budgets, with_objective
     from codesign.jsonio import write_json_atomic
     from codesign.solve import SOLVERS, check_solver, cross_check_solutions, write_ledger
 
     check_solver(solver)
-    inst = load_instance(name)
+    inst = with_budgets(load_instance(name), budgets or [])
     if objective is not None:
         inst = with_objective(inst, objective)
     sol = _solve_live(inst, solver, time_limit, threads, quiet=as_json)
+    if sol.status == "infeasible":
+        from codesign.explain import explain
+
+        record = sol.as_dict()
+        record["explanation"] = explain(inst).as_dict()
+        if as_json:
+            _emit_json(record)
+        else:
+            print_solution(inst, sol)
+            print_explanation(record["explanation"])
+        raise typer.Exit(1)
     record = sol.as_dict()
     if cross_check:
         other = next(s for s in SOLVERS if s != solver)  # highs <-> cpsat (pyomo:* -> highs)
@@ -354,6 +367,143 @@ def check_solution_cmd(
         out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {file}: {report['message']}")
     if not report["ok"]:
         raise typer.Exit(1)
+
+
+def _design_from(inst, design: Path | None, sets: list[str] | None) -> tuple[dict[str, Any], str]:
+    from codesign.instance import parse_design
+
+    given: dict[str, Any] = {}
+    source = "--set"
+    if design is not None:
+        given.update(read_design_file(design))
+        source = str(design)
+    given.update(parse_sets(sets or []))
+    return parse_design(inst, given, source=source), source
+
+
+@app.command("certify")
+@handles_errors
+def certify_cmd(
+    name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
+    design: Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")] = None,
+    sets: Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")] = None,
+    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds for the bound's solve")] = None,
+    solutions: Annotated[Path, typer.Option("--solutions", help="directory of stored solutions to reuse")] = Path("solutions"),
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the certificate JSON here")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Certify a design: audit every constraint and state how far it can be from the best."""
+    from codesign.certify import certify
+    from codesign.instance import load_instance, with_budgets
+    from codesign.jsonio import write_json_atomic
+    from codesign.solve import check_solver
+
+    check_solver(solver)
+    inst = with_budgets(load_instance(name), budgets or [])
+    full, source = _design_from(inst, design, sets)
+    cert = certify(inst, full, solver=solver, time_limit=time_limit, solution_dir=solutions, source=source)
+    if output is not None:
+        write_json_atomic(output, cert)
+    if as_json:
+        _emit_json(cert)
+        return
+    a = Table(title=f"{inst.name}: audit of the design")
+    for col in ("constraint", "value", "limit", "slack", "ok"):
+        a.add_column(col, justify="left" if col == "constraint" else "right")
+    for x in cert["audit"]:
+        a.add_row(escape(x["name"]), fmt(x["value"]), fmt(x["limit"]), fmt(x["slack"]), "[green]yes[/]" if x["ok"] else "[red]NO[/]")
+    out.print(a)
+    out.print(f"{cert['sense']} {cert['objective_metric']}: design {fmt(cert['objective'])}, bound {fmt(cert['bound']) if cert['bound'] is not None else '-'}")
+    color = "green" if cert["feasible"] else "red"
+    out.print(f"[{color}]{escape(cert['statement'])}[/]")
+    out.print(f"[dim]bound from {cert['bound_provenance']['source']} ({cert['bound_provenance'].get('solver')}, {cert['bound_provenance'].get('status')})[/]")
+    if output is not None:
+        out.print(f"wrote {output}")
+
+
+@app.command("check-certificate")
+@handles_errors
+def check_certificate_cmd(
+    file: Annotated[Path, typer.Argument(help="a certificate JSON written by `certify -o`")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-check a certificate without solving (audit and objective recomputed; bound as recorded)."""
+    from codesign.certify import check_certificate
+
+    report = check_certificate(file)
+    if as_json:
+        _emit_json(report)
+    else:
+        color = "green" if report["ok"] else "red"
+        out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {escape(report['message'])}")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command("explain")
+@handles_errors
+def explain_cmd(
+    name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
+    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
+    as_json: JsonOpt = False,
+) -> None:
+    """Why is an instance infeasible? A minimal conflicting set and the least relaxation of each."""
+    from codesign.explain import explain
+    from codesign.instance import load_instance, with_budgets
+    from codesign.solve import check_solver
+
+    check_solver(solver)
+    inst = with_budgets(load_instance(name), budgets or [])
+    e = explain(inst, solver=solver).as_dict()
+    if as_json:
+        _emit_json(e)
+    else:
+        print_explanation(e)
+
+
+def print_explanation(e: dict[str, Any]) -> None:
+    if e["feasible"]:
+        out.print("[green]feasible[/]: no constraint conflicts")
+        return
+    if not e["conflicts"]:
+        out.print(f"[red]infeasible[/]: {e['note']}")
+        return
+    out.print("[red]infeasible[/]: these constraints cannot all hold (removing any one of them restores feasibility):")
+    for c in e["conflicts"]:
+        out.print(f"  - {escape(c['name'])}" + (f"  ({escape(c['expr'])})" if c.get("expr") else ""), highlight=False)
+    t = Table(title="least relaxation of each, the others kept")
+    for col in ("constraint", "relax by", "new limit", "restores feasibility"):
+        t.add_column(col)
+    for r in e["relaxations"]:
+        t.add_row(
+            escape(r["name"]),
+            fmt(r["violation_at_best"]) if "violation_at_best" in r else "-",
+            r.get("as_written") or (fmt(r["new_limit"]) if isinstance(r.get("new_limit"), float) else str(r.get("new_limit", "-"))),
+            "yes" if r["restores"] else f"no: {r.get('note', '')}",
+        )
+    out.print(t)
+
+
+@app.command("metrics")
+@handles_errors
+def metrics_cmd(as_json: JsonOpt = False) -> None:
+    """The metric names budgets (--budget, [[budgets.custom]]) may use."""
+    from codesign.budgets import metric_table
+
+    rows = metric_table()
+    if as_json:
+        _emit_json(rows)
+        return
+    t = Table(title="metrics for budgets")
+    for col in ("name", "scope", "unit", "description"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"], r["scope"], r["unit"], r["description"])
+    out.print(t)
+    out.print("In a multi-workload instance, name a workload's metric as <workload>.<metric> (e.g. llama8b.tpot_s).")
 
 
 @app.command("export")

@@ -193,14 +193,24 @@ class Objective(Strict):
         return "max" if self.metric == "tokens_per_s" else "min"
 
 
+class CustomBudget(Strict):
+    """A named linear budget over metrics, e.g. ``expr = "2*power_W + dram_layers*15 <= 1600"``
+    (grammar and metric names: :mod:`codesign.budgets`, ``codesign metrics``)."""
+
+    name: str = Field(min_length=1)
+    expr: str = Field(min_length=3)
+
+
 class Budgets(Strict):
-    """Upper limits on named metrics (per device unless prefixed ``system_``)."""
+    """Upper limits on named metrics (per device unless prefixed ``system_``), and custom
+    budgets as ``[[budgets.custom]]`` tables."""
 
     power_W: float | None = Field(default=None, gt=0)
     temperature_C: float | None = Field(default=None, gt=0)
     area_mm2: float | None = Field(default=None, gt=0)
     system_power_W: float | None = Field(default=None, gt=0)
     energy_per_token_J: float | None = Field(default=None, gt=0)
+    custom: list[CustomBudget] = Field(default_factory=list)
 
 
 class InstanceFile(Strict):
@@ -410,6 +420,7 @@ def load_instance(name_or_path: str) -> Instance:
     check_decisions(spec, path)
     inst = Instance(spec, source=path, raw=raw)
     _check_references(inst, path)
+    parsed_budgets(inst)
     parse_design(inst, spec.baseline, source=str(path), prefix="baseline.")
     return inst
 
@@ -485,6 +496,31 @@ def _coerce(value: Any, dec: Decision, source: str, prefix: str) -> Any:
             "not a number", file=source, key=prefix + dec.name, value=value, expected=f"one of {list(dec.domain)}"
         ) from None
     return value
+
+
+def with_budgets(inst: Instance, texts: list[str]) -> Instance:
+    """The same instance with extra custom budgets (``--budget``, repeatable); they join the
+    content hash, so stored solutions of the unmodified instance are not reused for it."""
+    if not texts:
+        return inst
+    existing = list(inst.spec.budgets.custom)
+    extra = [CustomBudget(name=f"cli-{i + 1}", expr=t) for i, t in enumerate(texts)]
+    budgets = inst.spec.budgets.model_copy(update={"custom": existing + extra})
+    new = Instance(inst.spec.model_copy(update={"budgets": budgets}), source=inst.source, raw=inst.raw)
+    parsed_budgets(new, source="--budget")
+    return new
+
+
+def parsed_budgets(inst: Instance, *, source: str | None = None):
+    """The instance's custom budgets, parsed (InputError naming the budget on a bad one)."""
+    from codesign.budgets import parse_budget
+
+    names = [w.name for w in inst.workloads]
+    out = []
+    for i, b in enumerate(inst.spec.budgets.custom):
+        where = source or (str(inst.source) if inst.source else "<instance>")
+        out.append(parse_budget(b.expr, names, name=b.name if b.name else f"budgets.custom[{i}]", source=where))
+    return out
 
 
 def with_objective(inst: Instance, metric: str) -> Instance:

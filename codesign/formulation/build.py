@@ -142,6 +142,7 @@ def build(
     include: set[str] | None = None,
     objective: Constraint | None = None,
     integer_grid: bool = False,
+    extra_constraints: list[Constraint] | None = None,
 ) -> Compiled:
     """Compile ``inst`` into an exact MIP (see module docstring).
 
@@ -152,6 +153,7 @@ def build(
     tables = tables or build_tables(inst)
     mip = MIP(name=inst.name)
     cons = [c for c in constraints(inst, tables.hw, tables.scheds) if include is None or c.name in include]
+    cons += list(extra_constraints or [])
     comp = Compiled(inst, tables, mip, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}, {}, 1.0)
     comp.integer_grid = integer_grid
     add_hardware_choice(comp, cons, extra=objective)
@@ -179,7 +181,7 @@ def add_hardware_choice(comp: Compiled, cons: list[Constraint], extra: Constrain
     ok = _hardware_ok(comp.inst, comp.tables, cons)
     comp.pruned["hardware"] = int((~ok).sum())
     rows = np.flatnonzero(ok)
-    costs, gains = hardware_columns(comp.inst, comp.tables, cons + ([extra] if extra else []), objective=extra is None)
+    costs, gains = hardware_columns(comp.inst, comp.tables, cons, objective=extra is None, extra=extra)
     hw = comp.tables.hw
     keep = nondominated(
         np.column_stack([hw.column(c)[rows] for c in costs]) if costs else np.zeros((len(rows), 0)),
@@ -194,14 +196,16 @@ def add_hardware_choice(comp: Compiled, cons: list[Constraint], extra: Constrain
 
 
 def hardware_columns(
-    inst: Instance, tables: Tables, cons: list[Constraint], *, objective: bool = True
+    inst: Instance, tables: Tables, cons: list[Constraint], *, objective: bool = True, extra: Constraint | None = None
 ) -> tuple[list[str], list[str]]:
     """Hardware columns the per-workload rows use: ``costs`` (the left side grows with them) and
-    ``gains`` (right-hand sides such as capacity, and columns entering with a negative sign)."""
+    ``gains`` (right-hand sides such as capacity, and columns entering with a negative sign).
+    ``extra`` is a constraint minimised as the objective (``explain``); even a hardware-only one
+    counts then."""
     costs: set[str] = set()
     gains: set[str] = set()
-    for c in cons:
-        if c.workload is None:
+    for c in [*cons, *([extra] if extra else [])]:
+        if c.workload is None and c is not extra:
             continue
         for coef, form in c.lhs:
             cols = {p.hw for p in form.products if p.hw != "one"}
@@ -375,6 +379,7 @@ def _baseline_units(inst: Instance, tables: Tables) -> dict[tuple[str, str], flo
             out[(w.name, m)] = float(np.median(vals)) if len(vals) else 1.0
         for c in constraints(inst, hw, tables.scheds):
             if c.workload == w.name and not c.name.startswith("memory"):
-                metric = {"slo-tpot": "tpot_s", "slo-ttft": "ttft_s", "budget-energy-per-token": "energy_per_token_J"}[c.name.split("[")[0]]
-                out[(w.name, c.name)] = out[(w.name, metric)]
+                vals = np.abs(constraint_lhs(c, hw, st, hw_rows=hr, sched_rows=sr).ravel()) if st.size else np.zeros(0)
+                vals = vals[np.isfinite(vals) & (vals > 0)]
+                out[(w.name, c.name)] = float(np.median(vals)) if len(vals) else _unit(abs(c.rhs))
     return out

@@ -254,6 +254,38 @@ def constraints(inst: Instance, hw: HardwareTable, scheds: dict[str, ScheduleTab
         out.append(Constraint("budget-area", "budget", None, hw_form("area_mm2"), rhs=b.area_mm2, unit="mm2"))
     if b.system_power_W is not None:
         out.append(Constraint("budget-system-power", "budget", None, Form((Product("system_power", "one", "power_W"),)), rhs=b.system_power_W / inst.system.devices, unit="W per device"))
+    out.extend(custom_constraints(inst, scheds))
+    return out
+
+
+def custom_constraints(inst: Instance, scheds: dict[str, ScheduleTable]) -> list[Constraint]:
+    """``[[budgets.custom]]`` and ``--budget``: Σ coef·metric <= rhs, each metric a form."""
+    from codesign.budgets import FORM_OF, HARDWARE_METRICS
+    from codesign.errors import InputError
+    from codesign.instance import parsed_budgets
+
+    out = []
+    for b in parsed_budgets(inst):
+        workloads = {t.workload for t in b.terms if t.workload is not None}
+        if len(workloads) > 1:
+            raise InputError(
+                "a budget may involve one workload's metrics (and hardware metrics)",
+                key=b.name,
+                value=b.text,
+                suggestion="split it into one budget per workload",
+            )
+        w = next(iter(workloads), None)
+        terms = []
+        for t in b.terms:
+            if t.workload is None:
+                col = HARDWARE_METRICS[t.metric][0] if t.metric in HARDWARE_METRICS else f"value:{t.metric}"
+                coef = t.coef * (inst.system.devices if t.metric == "system_power_W" else 1.0)
+                terms.append((coef, hw_form(col)))
+            else:
+                spec = next(x for x in inst.workloads if x.name == t.workload)
+                forms = workload_forms(scheds[t.workload], spec.precision)
+                terms.append((t.coef, forms[FORM_OF.get(t.metric, t.metric)]))
+        out.append(Constraint(f"budget[{b.name}]", "budget", w, terms[0][1], rhs=b.rhs, terms=tuple(terms), text=b.text))
     return out
 
 

@@ -253,6 +253,9 @@ def hardware_table(inst: Instance, designs: dict[str, np.ndarray] | None = None)
     _pool_features(inst, table)
     _stream_split(inst, table)
     table.features["one"] = np.ones(table.size)
+    for name, values in designs.items():  # numeric decisions by value, for custom budgets
+        if values.dtype != object:
+            table.features[f"value:{name}"] = values.astype(float)
     return table
 
 

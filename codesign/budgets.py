@@ -104,7 +104,7 @@ def parse_budget(text: str, workloads: list[str], *, name: str | None = None, so
         raise fail("a budget is a string of at most 2000 characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         raise fail("not a valid expression") from None
     cmp = tree.body
     if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.LtE | ast.GtE)):
@@ -161,7 +161,10 @@ def parse_budget(text: str, workloads: list[str], *, name: str | None = None, so
                 return linear(node.left, k / b)
         raise fail(f"not allowed in a budget: {ast.dump(node)[:60]}")
 
-    lhs = linear(cmp.left, sign) + linear(cmp.comparators[0], -sign)
+    try:
+        lhs = linear(cmp.left, sign) + linear(cmp.comparators[0], -sign)
+    except RecursionError:
+        raise fail("expression nested too deeply") from None
     const = -sum(c for c, n in lhs if n == "")
     coefs: dict[str, float] = {}
     for c, n in lhs:
@@ -184,6 +187,11 @@ def parse_budget(text: str, workloads: list[str], *, name: str | None = None, so
                 )
             w = workloads[0]
         terms.append(Term(c, m, w))
+    if len({t.workload for t in terms if t.workload is not None}) > 1:
+        raise fail(
+            "a budget may involve one workload's metrics (and hardware metrics)",
+            suggestion="split it into one budget per workload",
+        )
     # tokens_per_s is a reciprocal: only alone, turned into a bound on time per token
     tps = [t for t in terms if t.metric == "tokens_per_s"]
     if tps:
@@ -197,3 +205,28 @@ def parse_budget(text: str, workloads: list[str], *, name: str | None = None, so
         const = t.coef / const
     label = name or text.strip()
     return Budget(label, text.strip(), tuple(terms), const)
+
+
+def as_written(text: str, workloads: list[str], delta: float) -> str:
+    """The budget ``text`` relaxed by ``delta`` (in its normalised form Σ c·m <= rhs), written the
+    way the user wrote it when it has one metric; limits are rounded in the relaxing direction."""
+    b = parse_budget(text, workloads)
+    new_rhs = b.rhs + delta
+    if "tokens_per_s" in text and len(b.terms) == 1 and new_rhs > 0:
+        return f"tokens_per_s >= {_round(1.0 / new_rhs, down=True)}"
+    if len(b.terms) == 1:
+        (t,) = b.terms
+        name = f"{t.workload}.{t.metric}" if t.workload and len(workloads) > 1 else t.metric
+        limit = new_rhs / t.coef
+        return f"{name} <= {_round(limit, down=False)}" if t.coef > 0 else f"{name} >= {_round(limit, down=True)}"
+    lhs = " + ".join(f"{t.coef:g}*{t.metric}" for t in b.terms)
+    return f"{lhs} <= {_round(new_rhs, down=False)}"
+
+
+def _round(x: float, *, down: bool, digits: int = 6) -> str:
+    """x to ``digits`` significant digits, rounded down or up (never past the exact value)."""
+    if x == 0 or not math.isfinite(x):
+        return repr(x)
+    scale = 10 ** (digits - 1 - math.floor(math.log10(abs(x))))
+    y = (math.floor if down else math.ceil)(x * scale) / scale
+    return f"{y:.{digits}g}"

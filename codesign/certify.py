@@ -99,6 +99,7 @@ def certify(
     return {
         "kind": "codesign-certificate",
         "instance": inst.name,
+        "instance_source": str(inst.source) if inst.source else None,
         "instance_hash": inst.content_hash,
         "budgets": [b.model_dump() for b in inst.spec.budgets.custom],
         "design": full,
@@ -129,7 +130,8 @@ def check_certificate(path: str | Path) -> dict[str, Any]:
     data = read_json(path)
     if data.get("kind") != "codesign-certificate":
         raise InputError("not a certificate file", file=path, key="kind", value=data.get("kind"))
-    inst = load_instance(data["instance"])
+    source = data.get("instance_source")
+    inst = load_instance(source if source and Path(source).exists() else data["instance"])
     inst = with_budgets(inst, [b["expr"] for b in data.get("budgets", []) if b["name"].startswith("cli-")])
     if inst.content_hash != data["instance_hash"]:
         return {"ok": False, "message": "the instance changed since the certificate was written (content hash differs)"}
@@ -137,7 +139,9 @@ def check_certificate(path: str | Path) -> dict[str, Any]:
     problems = []
     if ev.feasible != data["feasible"]:
         problems.append(f"feasibility differs: recorded {data['feasible']}, recomputed {ev.feasible}")
-    if data["objective"] is not None and abs(ev.objective - data["objective"]) > RECHECK_RTOL * abs(ev.objective):
+    if data.get("objective") is None:
+        problems.append("the certificate records no objective")
+    elif abs(ev.objective - data["objective"]) > RECHECK_RTOL * abs(ev.objective):
         problems.append(f"objective differs: recorded {data['objective']!r}, recomputed {ev.objective!r}")
     recorded = {a["name"]: a for a in data["audit"]}
     for a in ev.audit:

@@ -104,13 +104,10 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
         c = by_name[r["name"]]
         relaxed = _relaxed(inst, c, r["violation_at_best"] * (1 + RELAX_MARGIN) + 1e-12)
         r["new_limit"] = _new_limit(c, r["violation_at_best"])
-        if c.text and "tokens_per_s" in c.text and isinstance(r["new_limit"], float) and r["new_limit"] > 0:
-            # tokens_per_s >= X was compiled as time_per_token_s <= 1/X: say it as written
-            r["as_written"] = f"tokens_per_s >= {1.0 / r['new_limit']:.6g}"
-        elif c.text and isinstance(r["new_limit"], float):
-            lhs = c.text.split("<=")[0].split(">=")[0].strip()
-            op = ">=" if ">=" in c.text else "<="
-            r["as_written"] = f"{lhs} {op} {(-1 if op == '>=' else 1) * r['new_limit']:.6g}"
+        if c.text:
+            from codesign.budgets import as_written
+
+            r["as_written"] = as_written(c.text, [w.name for w in inst.workloads], r["violation_at_best"])
         r["restores"] = feasible_with(relaxed, inst, tables, c, r["violation_at_best"], solver)
         solves += 1
     return Explanation(

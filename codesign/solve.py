@@ -80,6 +80,8 @@ class Solution:
     internal_bound: float | None = None
     rounding: dict[str, Any] | None = None
     reason: str | None = None
+    budgets: list[dict[str, str]] = field(default_factory=list)
+    audit: list[dict[str, Any]] | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -130,7 +132,8 @@ def solve_instance(
         solver=solver,
         mip={**comp.mip.stats(), "pruned": comp.pruned},
         build_s=build_s,
-        provenance=_provenance(),
+        provenance={**_provenance(), "instance_source": str(inst.source) if inst.source else None},
+        budgets=[b.model_dump() for b in inst.spec.budgets.custom],
     )
     if comp.empty_reason:
         return Solution(
@@ -179,6 +182,10 @@ def solve_instance(
         parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL, "polish_rtol": POLISH_RTOL},
         time_s=time.perf_counter() - t0, solve_s=run.seconds, nodes=run.nodes, verification=ver,
         internal_objective=internal, internal_bound=internal_bound, rounding=_rounding_dict(res),
+        audit=None if run.best is None else [
+            {"name": a.name, "value": a.value, "limit": a.limit, "slack": a.slack, "ok": a.ok, "unit": a.unit}
+            for a in run.best[1].evaluation.audit
+        ],
         reason="the MIP is infeasible" if status == "infeasible" else None,
     )
 
@@ -359,7 +366,12 @@ def check_solution(path: str | Path) -> dict[str, Any]:
     for key in ("instance", "instance_hash", "status", "design", "internal_objective"):
         if key not in data:
             raise InputError("not a solution file: key missing", file=path, key=key)
-    inst = load_instance(data["instance"])
+    from codesign.instance import list_instances, with_budgets
+
+    source = (data.get("provenance") or {}).get("instance_source")
+    named = data["instance"] in list_instances()
+    inst = load_instance(data["instance"] if named or not source or not Path(source).exists() else source)
+    inst = with_budgets(inst, [b["expr"] for b in data.get("budgets", []) if b["name"].startswith("cli-")])
     if inst.content_hash != data["instance_hash"]:
         return {"ok": False, "message": f"instance {inst.name} changed since the solution was written (hash differs)"}
     if data["design"] is None:

@@ -110,7 +110,7 @@ def compile_form(
         a = st.column(p.sched)[srows]
         h = hw.column(p.hw)[comp.hw_rows]
         if comp.integer_grid:
-            return lin.product_indicator(mip, f"{name}:{p.name}", a, y, h, comp.x, unit, INTEGER_RESOLUTION)
+            return lin.product_indicator(mip, f"{name}:{p.name}", a, y, h, comp.x, unit, INTEGER_RESOLUTION, two_sided=exact)
         return lin.product(mip, f"{name}:{p.name}", a, y, h, comp.x, unit)
 
     parts = [prod(p) for p in form.linear]
@@ -123,7 +123,7 @@ def compile_form(
             parts.append(exprs[0])
             continue
         bounds = [mip.row_bounds(*e) for e in exprs]
-        if exact:
+        if exact and len(exprs) > 1:
             parts.append(lin.exact_max(mip, f"{name}:max{g}", exprs, bounds))
         else:
             step = INTEGER_RESOLUTION if comp.integer_grid else None
@@ -308,7 +308,7 @@ def constraint_expr(comp: Compiled, c: Constraint, unit: float) -> lin.Expr:
     """(Σ coef·form − rhs_hw)/unit as a linear expression (exact for either sign of coef)."""
     parts = []
     for k, (coef, form) in enumerate(c.lhs):
-        e = compile_form(comp.mip, f"{c.name}#{k}", form, comp, c.workload, unit, exact=coef < 0 and bool(form.maxes))
+        e = compile_form(comp.mip, f"{c.name}#{k}", form, comp, c.workload, unit, exact=coef < 0)
         parts.append(lin.scale(e, coef))
     if c.rhs_hw:
         cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]

@@ -170,6 +170,7 @@ def product_indicator(
     x: np.ndarray,
     unit: float,
     resolution: float,
+    two_sided: bool = False,
 ) -> Expr:
     """Integer-grid encoding of (Σ a·y)(Σ h·x)/unit for integer solvers (CP-SAT).
 
@@ -220,5 +221,13 @@ def product_indicator(
         if nz.any():
             mip.add_indicator(
                 f"{name}[{g}]", lit, np.concatenate([[u], other_sel[nz]]), np.concatenate([[1.0], -coef[nz]]), lb=0.0
+            )
+        if two_sided:
+            # also U <= ceil(product / step): needed where the product enters with a negative sign
+            with np.errstate(invalid="ignore"):
+                up = np.where(other == 0, 0.0, np.ceil(v * other / (unit * resolution)))
+            up = np.where(np.isfinite(up), up, 0.0)
+            mip.add_indicator(
+                f"{name}[{g}]-ub", lit, np.concatenate([[u], other_sel]), np.concatenate([[1.0], -up]), ub=0.0
             )
     return np.array([u], dtype=np.int64), np.array([resolution])

@@ -449,5 +449,5 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         if c.name == "budget-system-power":
             value, limit = value * inst.system.devices, limit * inst.system.devices
         audit.append(Audit(c.name, c.family, value, limit, c.unit))
-    feasible = not problems and all(a.ok for a in audit) and np.isfinite(internal)
+    feasible = bool(not problems and all(a.ok for a in audit) and np.isfinite(internal))
     return Evaluation(design, metrics, per_w, audit, objective, internal, feasible, problems)

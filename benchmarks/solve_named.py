@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--instances", default="")
     ap.add_argument("--solvers", default="highs,cpsat")
     ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     names = args.instances.split(",") if args.instances else list_instances()
     solvers = args.solvers.split(",")
@@ -65,12 +66,12 @@ def main() -> None:
         ref = objs[0]
         row["agree"] = all(o is not None and ref is not None and abs(o - ref) <= 1e-9 * abs(ref) for o in objs)
         rows.append(row)
-    write_json_atomic(OUT, {
+    write_json_atomic(args.out, {
         "machine": {"python": platform.python_version(), "processor": platform.processor(), "cores": __import__("os").cpu_count()},
         "repeats": args.repeats,
         "results": rows,
     })
-    print(f"wrote {OUT}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -185,9 +185,16 @@ def file_sha256(path: str | Path) -> str:
 
 
 # --- one row -> one instance ------------------------------------------------------------------
-#: chips whose measured systems are PCIe cards without NVLink bridges (VALIDATION.md §5.4); the
-#: ablation ``pcie_nvlink_bridge`` gives them the optional 2-card bridge the catalog used to assume
-BRIDGEABLE_PCIE_CHIPS = ("a100-pcie-80gb",)
+#: PCIe cards whose TP traffic crosses the server's PCIe fabric (VALIDATION.md §5.4), as the
+#: catalog modelled them before (the ablation ``pcie_as_before``): the A100 PCIe paired by the
+#: optional NVLink bridge (nvlink3, scale-up domain 2)
+PCIE_CARDS_BEFORE: dict[str, dict[str, Any]] = {
+    "a100-pcie-80gb": {"scale_up": "nvlink3", "scale_up_domain": 2},
+}
+#: the same change proposed for the L40S (``Variant(l40s_tp_over_pcie=True)``): its catalog
+#: domain of 1 sends TP collectives over the scale-out NIC; an 8-card PCIe server would keep
+#: them on PCIe
+L40S_PCIE_SERVER: dict[str, Any] = {"scale_up_domain": 8}
 
 
 @dataclass(frozen=True)
@@ -197,8 +204,9 @@ class Variant:
     measured by :func:`proposals` (VALIDATION.md §6)."""
 
     name: str = "model"
-    #: calibration fields held at a value instead of fitted, e.g. ``(("stream_overlap", 1.0),)``:
-    #: the roofline max of the compute and memory streams (the model before VALIDATION.md §5.1)
+    #: calibration fields held at a value instead of fitted (the model fits all of FIT_FIELDS),
+    #: e.g. ``(("stream_overlap", 1.0),)``: the roofline max of the compute and memory streams
+    #: (the model before VALIDATION.md §5.1)
     fixed: tuple[tuple[str, float], ...] = ()
     #: ablation of §5.3: embedding and LM head at the weights' precision (not at least 16 bit)
     embeddings_at_weight_precision: bool = False
@@ -206,8 +214,10 @@ class Variant:
     #: kv_cache_free_fraction, u = 1 and R fitted; "total-fraction" (ablation): W + KV <= u C with
     #: u fitted (f = 1, R = 0), the rule before VALIDATION.md §5.3
     memory_rule: str = "engine"
-    #: ablation of §5.4: A100 PCIe cards paired by an NVLink bridge (scale-up domain 2, nvlink3)
-    pcie_nvlink_bridge: bool = False
+    #: ablation of §5.4: PCIe cards as the catalog had them (PCIE_CARDS_BEFORE)
+    pcie_as_before: bool = False
+    #: proposal of §5.4: the L40S in an 8-card PCIe server (L40S_PCIE_SERVER)
+    l40s_tp_over_pcie: bool = False
     #: fit each chip on its own instead of per family (e.g. the 300 W A100 PCIe vs the 400 W SXM)
     per_chip: bool = False
     #: throughput from in-flight-batching iterations instead of the static round: every decode
@@ -251,8 +261,10 @@ def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
 
     chip = catalog.load_chip(row.gpu)
     system: dict[str, Any] = {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size}
-    if variant.pcie_nvlink_bridge and row.gpu in BRIDGEABLE_PCIE_CHIPS:
-        system.update(scale_up="nvlink3", scale_up_domain=2)
+    if variant.pcie_as_before and row.gpu in PCIE_CARDS_BEFORE:
+        system.update(PCIE_CARDS_BEFORE[row.gpu])
+    if variant.l40s_tp_over_pcie and row.gpu == "l40s":
+        system.update(L40S_PCIE_SERVER)
     return system
 
 
@@ -1071,7 +1083,7 @@ _UNDO = {
     "overlap": {"fixed": _MAX_FORM},
     "embeddings": {"embeddings_at_weight_precision": True},
     "memory": {"memory_rule": "total-fraction"},
-    "pcie": {"pcie_nvlink_bridge": True},
+    "pcie": {"pcie_as_before": True},
 }
 
 
@@ -1084,7 +1096,9 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 
 PROPOSALS: tuple[Variant, ...] = (
     MODEL,
-    # the model before VALIDATION.md §5's changes, then each change added in turn (§6)
+    # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
+    # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, and
+    # (= the model) the A100 PCIe cards' scale-up over PCIe
     _without("before", "overlap", "embeddings", "memory", "pcie"),
     _without("+stream-overlap", "embeddings", "memory", "pcie"),
     _without("+16-bit-embeddings", "memory", "pcie"),
@@ -1094,9 +1108,10 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-16-bit-embeddings", "embeddings"),
     _without("model-without-engine-memory-rule", "memory"),
     _without("model-without-pcie-scale-up", "pcie"),
-    # the overlap as one physical constant instead of a fitted value per family
+    # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model
+    Variant("l40s-tp-over-pcie", l40s_tp_over_pcie=True),
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),

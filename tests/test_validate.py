@@ -217,9 +217,10 @@ def test_the_engine_fraction_is_one_setting_for_every_chip():
         CalibrationFile.model_validate(data)
 
 
-def test_a100_pcie_tp_traffic_crosses_pcie_and_the_bridge_ablation_restores_nvlink():
+def test_pcie_cards_tp_traffic_crosses_pcie_and_the_ablation_restores_the_old_links():
     """The measured A100 PCIe system has no NVLink bridge: a TP2 all-reduce crosses PCIe Gen4 x16
-    (31.5 GB/s, 1 us per step) on the scale-up side; the ablation pairs the cards by nvlink3."""
+    (31.5 GB/s, 1 us per step) on the scale-up side; the ablation pairs the cards by nvlink3. L40S
+    TP8 goes over the NIC (catalog domain 1) unless the proposal puts it on PCIe."""
     from codesign.model.hardware import hardware_table
 
     r = row(model="mixtral-8x7b", gpu="a100-pcie-80gb", precision="fp16", num_gpus=2, tp=2, isl=128, osl=128)
@@ -227,12 +228,18 @@ def test_a100_pcie_tp_traffic_crosses_pcie_and_the_bridge_ablation_restores_nvli
     hw = hardware_table(V.row_instance(r, 8))
     assert hw.features["s_per_B_scale_up"][0] == pytest.approx(1 / (31.5e9 * ne))
     assert hw.features["s_per_step_scale_up"][0] == pytest.approx(1e-6)
-    bridged = V.Variant(pcie_nvlink_bridge=True)
+    bridged = V.Variant(pcie_as_before=True)
     hw2 = hardware_table(V.row_instance(r, 8, bridged))
     assert hw2.features["s_per_B_scale_up"][0] == pytest.approx(1 / (300e9 * ne))
     assert V.row_instance(r, 8, bridged).system.scale_up_domain == 2
     # TP8 stays inside the 8-card PCIe server: no scale-out bytes
     m = V.evaluate_row(r.__class__(**{**r.__dict__, "num_gpus": 8, "tp": 8}), 8).workload_metrics["main"]
+    assert m["decode_step.scale_out_bw_s"] == 0.0 and m["decode_step.scale_up_bw_s"] > 0.0
+    # the L40S proposal: TP8 on PCIe inside the server instead of over the NIC (catalog domain 1)
+    l40s = row(model="llama-3.1-70b", gpu="l40s", num_gpus=8, tp=8, isl=128, osl=128)
+    m = V.evaluate_row(l40s, 8).workload_metrics["main"]
+    assert m["decode_step.scale_out_bw_s"] > 0.0 and m["decode_step.scale_up_bw_s"] == 0.0
+    m = V.evaluate_row(l40s, 8, V.Variant(l40s_tp_over_pcie=True)).workload_metrics["main"]
     assert m["decode_step.scale_out_bw_s"] == 0.0 and m["decode_step.scale_up_bw_s"] > 0.0
 
 

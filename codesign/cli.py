@@ -359,14 +359,7 @@ def check_solution_cmd(
     """Re-verify a stored solution with the model, without solving."""
     from codesign.solve import check_solution
 
-    report = check_solution(file)
-    if as_json:
-        _emit_json(report)
-    else:
-        color = "green" if report["ok"] else "red"
-        out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {file}: {report['message']}")
-    if not report["ok"]:
-        raise typer.Exit(1)
+    _report_check(check_solution(file), as_json, f"{file}: ")
 
 
 def _design_from(inst, design: Path | None, sets: list[str] | None) -> tuple[dict[str, Any], str]:
@@ -432,12 +425,16 @@ def check_certificate_cmd(
     """Re-check a certificate without solving (audit and objective recomputed; bound as recorded)."""
     from codesign.certify import check_certificate
 
-    report = check_certificate(file)
+    _report_check(check_certificate(file), as_json)
+
+
+def _report_check(report: dict[str, Any], as_json: bool, prefix: str = "") -> None:
+    """Print a re-check report (ok / FAILED and its message); exit 1 when it failed."""
     if as_json:
         _emit_json(report)
     else:
         color = "green" if report["ok"] else "red"
-        out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {escape(report['message'])}")
+        out.print(f"[{color}]{'ok' if report['ok'] else 'FAILED'}[/] {escape(prefix + report['message'])}")
     if not report["ok"]:
         raise typer.Exit(1)
 

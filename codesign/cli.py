@@ -32,6 +32,12 @@ out = Console()
 err = Console(stderr=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+BudgetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)"),
+]
+DesignOpt = Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")]
 
 
 #: exit codes: 2 bad input; 3 a verification failure (a bug: the model and a solver disagree)
@@ -193,24 +199,18 @@ def parse_sets(sets: list[str]) -> dict[str, Any]:
 @handles_errors
 def evaluate_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
-    design: Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")] = None,
-    sets: Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")] = None,
-    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    design: DesignOpt = None,
+    sets: SetOpt = None,
+    budgets: BudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate a design with the analytical model (default: the instance's baseline)."""
-    from codesign.instance import load_instance, parse_design, with_budgets
+    from codesign.instance import load_instance, with_budgets
     from codesign.lints import lint
     from codesign.model.evaluate import evaluate
 
     inst = with_budgets(load_instance(name), budgets or [])
-    given: dict[str, Any] = {}
-    source = "--set"
-    if design is not None:
-        given.update(read_design_file(design))
-        source = str(design)
-    given.update(parse_sets(sets or []))
-    full = parse_design(inst, given, source=source)
+    full, _ = _design_from(inst, design, sets)
     ev = evaluate(inst, full)
     lints = lint(inst)
     if as_json:
@@ -263,7 +263,7 @@ def solve_cmd(
     objective: Annotated[str | None, typer.Option("--objective", help="tokens_per_s | energy_per_token_J | tpot_s | ttft_s")] = None,
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds; the incumbent and its bound are kept")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="solver threads / workers")] = None,
-    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    budgets: BudgetOpt = None,
     cross_check: Annotated[bool, typer.Option("--cross-check", help="also solve with the other solver; fail if they disagree")] = False,
     save: Annotated[bool, typer.Option("--save", help="write solutions/<instance>.json atomically")] = False,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="where --save writes")] = Path("solutions"),
@@ -378,9 +378,9 @@ def _design_from(inst, design: Path | None, sets: list[str] | None) -> tuple[dic
 @handles_errors
 def certify_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
-    design: Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")] = None,
-    sets: Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")] = None,
-    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    design: DesignOpt = None,
+    sets: SetOpt = None,
+    budgets: BudgetOpt = None,
     solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds for the bound's solve")] = None,
     solutions: Annotated[Path, typer.Option("--solutions", help="directory of stored solutions to reuse")] = Path("solutions"),
@@ -443,7 +443,7 @@ def _report_check(report: dict[str, Any], as_json: bool, prefix: str = "") -> No
 @handles_errors
 def explain_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
-    budgets: Annotated[list[str] | None, typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)")] = None,
+    budgets: BudgetOpt = None,
     solver: Annotated[str, typer.Option("--solver", help="highs | cpsat")] = "highs",
     as_json: JsonOpt = False,
 ) -> None:

@@ -422,3 +422,16 @@ def run_interruptible(
         raise box["error"]
     outcome.value = box["value"]
     return outcome
+
+
+def violation_warning(mip: MIP, x: np.ndarray | None, who: str, tolerance: float, names: int) -> str | None:
+    """A warning naming the MIP rows/bounds ``x`` violates by more than ``tolerance``, or None."""
+    if x is None:
+        return None
+    violated = mip.check(x, tolerance)
+    if not violated:
+        return None
+    return (
+        f"{who} violates {len(violated)} row(s)/bound(s) of the MIP by more than {tolerance:g}: "
+        f"{', '.join(violated[:names])}"
+    )

@@ -58,6 +58,7 @@ from codesign.backends import (
     RowBlock,
     flatten_rows,
     run_interruptible,
+    violation_warning,
 )
 from codesign.backends.result import (
     GAP_FLOAT_NOISE,
@@ -813,13 +814,10 @@ def _result(
         message = lowered.model.validate()
         termination = f"{termination}: {message}" if message else termination
 
-    if outcome.check and x is not None:
-        violated = mip.check(x, CHECK_TOLERANCE)
-        if violated:
-            warnings.append(
-                f"the solution violates {len(violated)} row(s)/bound(s) of the MIP by more "
-                f"than {CHECK_TOLERANCE:g}: {', '.join(violated[:NAMES_IN_WARNING])}"
-            )
+    if outcome.check:
+        message = violation_warning(mip, x, "the solution", CHECK_TOLERANCE, NAMES_IN_WARNING)
+        if message:
+            warnings.append(message)
     return SolveResult(
         status=status,
         termination=termination,

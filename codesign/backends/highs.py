@@ -45,6 +45,7 @@ from codesign.backends import (
     csr_from_coo,
     flatten_rows,
     run_interruptible,
+    violation_warning,
 )
 from codesign.backends.result import (
     GAP_FLOAT_NOISE,
@@ -503,13 +504,10 @@ def _result(
         warnings.append(f"unexpected HiGHS model status {words!r}")
 
     objective = mip.objective_value(x) if x is not None else None
-    if check and x is not None:
-        violated = mip.check(x, CHECK_TOLERANCE)
-        if violated:
-            warnings.append(
-                f"HiGHS's solution violates {len(violated)} row(s)/bound(s) of the MIP by more "
-                f"than {CHECK_TOLERANCE:g}: {', '.join(violated[:NAMES_IN_WARNING])}"
-            )
+    if check:
+        message = violation_warning(mip, x, "HiGHS's solution", CHECK_TOLERANCE, NAMES_IN_WARNING)
+        if message:
+            warnings.append(message)
     return SolveResult(
         status=status,
         termination=termination,

@@ -98,8 +98,11 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
             "space_size": space_size(inst),
             "description": inst.spec.description,
         })
+    from codesign.mapping import commands as mapping
+
+    mapping_rows = mapping.instance_rows()
     if as_json:
-        _emit_json(rows)
+        _emit_json(rows + mapping_rows)
         return
     t = Table(title="named instances")
     t.add_column("name", no_wrap=True)
@@ -110,12 +113,28 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
     for r in rows:
         t.add_row(r["name"], ", ".join(r["workloads"]), r["objective"], str(r["decisions"]), f"{r['space_size']:.3e}")
     out.print(t)
+    if mapping_rows:
+        t = Table(title="mapping instances (stages, tier placement, appliance attachment)")
+        for col in ("name", "workload", "objective", "size", "space size"):
+            t.add_column(col, no_wrap=col != "size", justify="right" if col == "space size" else "left")
+        for r in mapping_rows:
+            t.add_row(r["name"], r["workloads"][0], r["objective"], r["decisions"], f"{float(r['space_size']):.3e}")
+        out.print(t)
 
 
 @app.command("show")
 @handles_errors
 def show_cmd(name: Annotated[str, typer.Argument(help="named instance or path to a .toml")], as_json: JsonOpt = False) -> None:
     """Show an instance: decisions and domains, budgets, objective, baseline and lints."""
+    from codesign.mapping.spec import is_mapping_source
+
+    if is_mapping_source(name):
+        from codesign.mapping import commands as mapping
+        from codesign.mapping.spec import load_mapping
+
+        data = mapping.summary(load_mapping(name))
+        _emit_json(data) if as_json else mapping.print_summary(out, data)
+        return
     from codesign.instance import load_instance
     from codesign.lints import lint
     from codesign.space import space_size
@@ -205,6 +224,16 @@ def evaluate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate a design with the analytical model (default: the instance's baseline)."""
+    from codesign.mapping.spec import is_mapping_source
+
+    if is_mapping_source(name):
+        from codesign.mapping import commands as mapping
+
+        if sets or budgets:
+            raise InputError("--set and --budget do not apply to mapping instances", expected="--design FILE")
+        given = None if design is None else read_design_file(design)
+        mapping.evaluate(out, name, given, str(design), as_json, _emit_json)
+        return
     from codesign.instance import load_instance, with_budgets
     from codesign.lints import lint
     from codesign.model.evaluate import evaluate
@@ -270,6 +299,18 @@ def solve_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
+    from codesign.mapping.spec import is_mapping_source
+
+    if is_mapping_source(name):
+        from codesign.mapping import commands as mapping
+
+        if objective is not None or budgets:
+            raise InputError("--objective and --budget do not apply to mapping instances", expected="set [objective] / [budgets] in the instance file")
+        if solver not in ("highs", "cpsat"):
+            raise InputError("mapping instances are solved with highs or cpsat", key="--solver", value=solver, expected="highs | cpsat")
+        explicit = out_dir if out_dir != Path("solutions") else None
+        mapping.solve(out, err, name, solver, time_limit, threads, cross_check, save, explicit, as_json, _emit_json)
+        return
     from codesign.instance import load_instance, with_budgets, with_objective
     from codesign.jsonio import write_json_atomic
     from codesign.solve import SOLVERS, check_solver, cross_check_solutions, write_ledger
@@ -357,8 +398,15 @@ def check_solution_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-verify a stored solution with the model, without solving."""
+    from codesign.jsonio import read_json
     from codesign.solve import check_solution
 
+    data = read_json(file) if file.exists() else None
+    if isinstance(data, dict) and data.get("kind") == "mapping":
+        from codesign.mapping.solve import check_mapping_solution
+
+        _report_check(check_mapping_solution(data, file), as_json, f"{file}: ")
+        return
     _report_check(check_solution(file), as_json, f"{file}: ")
 
 

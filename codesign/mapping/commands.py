@@ -1,0 +1,222 @@
+"""Command-line views of mapping instances (called by :mod:`codesign.cli` when the instance has
+``kind = "mapping"``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from codesign.jsonio import write_json_atomic
+from codesign.mapping.solve import cross_check_mapping, require_design, solve_mapping
+from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
+from codesign.model.mapping import GiB, build_problem, evaluate_mapping, objective_sense, space_size
+
+DEFAULT_OUT_DIR = Path("solutions") / "mapping"
+
+
+def instance_rows() -> list[dict[str, Any]]:
+    rows = []
+    for name in list_mapping_instances():
+        inst = load_mapping(name)
+        p = build_problem(inst)
+        rows.append({
+            "name": name,
+            "kind": "mapping",
+            "workloads": [inst.spec.workload.workload],
+            "objective": p.objective,
+            "decisions": f"{p.layers} layers x {p.stages} devices x {p.modules} modules",
+            "space_size": space_size(p),
+            "description": inst.spec.description,
+        })
+    return rows
+
+
+def summary(inst: MappingInstance) -> dict[str, Any]:
+    p = build_problem(inst)
+    s = inst.spec
+    return {
+        "name": inst.name,
+        "kind": "mapping",
+        "description": s.description,
+        "provenance": s.provenance,
+        "source": str(inst.source),
+        "content_hash": inst.content_hash,
+        "workload": s.workload.model_dump(),
+        "layers": p.layers,
+        "micro_batch": p.micro_batch,
+        "devices": [g.model_dump() for g in s.devices],
+        "appliance": None if s.appliance is None else s.appliance.model_dump(),
+        "modules": p.modules,
+        "tiers": [t.label for t in p.tiers],
+        "weight_tiers": [p.tiers[i].label for i in p.weight_tiers],
+        "kv_tiers": [p.tiers[i].label for i in p.kv_tiers],
+        "per_layer": {
+            "weights_B": p.layer.w_store_B,
+            "weights_read_per_period_B": p.layer.w_read_B,
+            "kv_cache_B": p.layer.kv_store_B,
+            "kv_read_per_period_B": p.layer.kv_read_B,
+            "flops_per_period": p.layer.flops,
+        },
+        "space_size": space_size(p),
+        "objective": {"metric": p.objective, "sense": objective_sense(p)},
+        "budgets": s.budgets.model_dump(exclude_none=True),
+        "lints": lints(inst),
+    }
+
+
+def lints(inst: MappingInstance) -> list[dict[str, str]]:
+    """The paper-assumption check: a per-device pooled bandwidth its ports cannot carry."""
+    from codesign import catalog
+
+    s = inst.spec
+    out: list[dict[str, str]] = []
+    if s.appliance is None or s.appliance.assumed_device_bandwidth_GBps is None:
+        return out
+    app = catalog.load_appliance(s.appliance.id)
+    bw = s.appliance.assumed_device_bandwidth_GBps
+    devices = sum(g.count for g in s.devices)
+    ports = max(g.pool_ports for g in s.devices) or 1
+    port = app.port_bandwidth_GBps * app.ports_per_module
+    if bw > ports * port:
+        out.append({
+            "severity": "warning",
+            "code": "pool-bandwidth-exceeds-ports",
+            "message": f"assumed {bw:,.0f} GB/s per device, but {ports} port(s) x {port:,.0f} GB/s carry {ports * port:,.0f} GB/s ({bw / (ports * port):.1f}x)",
+        })
+    if bw * devices > app.switching_capacity_GBps:
+        out.append({
+            "severity": "warning",
+            "code": "pool-bandwidth-exceeds-switch",
+            "message": f"{devices} devices x {bw:,.0f} GB/s = {devices * bw:,.0f} GB/s, but the switch carries {app.switching_capacity_GBps:,.0f} GB/s",
+        })
+    return out
+
+
+def print_summary(console, data: dict[str, Any]) -> None:
+    console.print(f"[bold]{data['name']}[/] (mapping): {data['description']}")
+    console.print(f"[dim]{data['provenance']}[/]")
+    console.print(
+        f"objective: {data['objective']['sense']} {data['objective']['metric']}    space: {data['space_size']:.4e} points    "
+        f"{data['layers']} layers, micro-batch {data['micro_batch']}"
+    )
+    t = Table(title="devices (pipeline order)")
+    for c in ("group", "chip", "count", "pool ports", "host GiB"):
+        t.add_column(c)
+    for g in data["devices"]:
+        t.add_row(g["name"], g["chip"], str(g["count"]), str(g["pool_ports"]), str(g["host_capacity_GiB"]))
+    console.print(t)
+    console.print(f"weights may live in: {', '.join(_kinds(data['weight_tiers']))};  KV cache in: {', '.join(_kinds(data['kv_tiers']))}")
+    for x in data["lints"]:
+        console.print(f"[yellow]lint {x['severity']} {x['code']}[/]: {x['message']}", highlight=False)
+
+
+def _kinds(labels: list[str]) -> list[str]:
+    c = Counter(lbl.split(":")[0] for lbl in labels)
+    return [k if v == 1 else f"{k} ({v} tiers)" for k, v in c.items()]
+
+
+def print_design(console, p, design: dict[str, Any], ev) -> None:
+    t = Table(title="stages")
+    for c in ("device", "layers", "weights", "KV cache", "attach", "compute ms", "memory ms", "stage ms", "local GiB"):
+        t.add_column(c, justify="left" if c in ("device", "layers", "weights", "KV cache") else "right")
+    lo = 0
+    for d, n in enumerate(design["layers_per_stage"]):
+        w = Counter(design["weights"][lo : lo + n])
+        k = Counter(design["kv"][lo : lo + n])
+        t.add_row(
+            p.devices[d].name,
+            f"{lo}-{lo + n - 1} ({n})",
+            ", ".join(f"{c} {lbl}" for lbl, c in sorted(w.items())),
+            ", ".join(f"{c} {lbl}" for lbl, c in sorted(k.items())),
+            ",".join(map(str, design["attach"][d])) or "-",
+            f"{ev.compute_s[d] * 1e3:.3f}",
+            f"{ev.memory_s[d] * 1e3:.3f}",
+            f"{ev.stage_s[d] * 1e3:.3f}",
+            f"{ev.local_used_B[d] / GiB:.1f}",
+        )
+        lo += n
+    console.print(t)
+    console.print(
+        f"period {ev.period_s * 1e3:.4f} ms (bottleneck: {ev.bottleneck}); tokens/s {ev.tokens_per_s:,.1f}; "
+        f"tpot {ev.tpot_s * 1e3:.2f} ms; energy/token {ev.energy_per_token_J:.4g} J"
+    )
+    if ev.port_load_s and max(ev.port_load_s) > 0:
+        console.print(f"busiest module port {max(ev.port_load_s) * 1e3:.4f} ms, switch {ev.switch_load_s * 1e3:.4f} ms per period")
+    for v in ev.violations:
+        console.print(f"[red]violation[/]: {v}")
+
+
+def evaluate(console, name: str, design_data: dict[str, Any] | None, source: str, as_json: bool, emit) -> None:
+    inst = load_mapping(name)
+    p = build_problem(inst)
+    if design_data is None:
+        if inst.spec.baseline is None:
+            from codesign.errors import InputError
+
+            raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
+        design_data, source = inst.spec.baseline, f"{inst.source} [baseline]"
+    d = require_design(p, design_data, source)
+    ev = evaluate_mapping(p, d)
+    if as_json:
+        emit({"instance": inst.name, "kind": "mapping", "objective_metric": p.objective, "sense": objective_sense(p), "design": d.as_dict(), **ev.as_dict()})
+        return
+    print_design(console, p, d.as_dict(), ev)
+    status = "[green]feasible[/]" if ev.feasible else "[red]infeasible[/]"
+    console.print(f"objective {objective_sense(p)} {p.objective} = {ev.objective:.10g}  ({status})")
+
+
+def solve(console, err, name: str, solver: str, time_limit, threads, cross_check: bool, save: bool, out_dir: Path | None, as_json: bool, emit) -> None:
+    inst = load_mapping(name)
+
+    def run(s: str):
+        if as_json or not err.is_terminal:
+            return solve_mapping(inst, solver=s, time_limit=time_limit, threads=threads)
+        with err.status(f"{s}: building and solving {inst.name} ...") as status:
+
+            def progress(inc, bnd, gap, elapsed):
+                g = "-" if gap is None else f"{100 * gap:.3g}%"
+                status.update(f"{s}: incumbent {inc if inc is None else f'{inc:.6g}'}  bound {bnd if bnd is None else f'{bnd:.6g}'}  gap {g}  {elapsed:.1f}s")
+
+            return solve_mapping(inst, solver=s, time_limit=time_limit, threads=threads, progress=progress)
+
+    sol = run(solver)
+    record = sol.as_dict()
+    if cross_check:
+        other = "cpsat" if solver != "cpsat" else "highs"
+        record["cross_check"] = cross_check_mapping(sol, run(other))
+    if save:
+        path = (out_dir or DEFAULT_OUT_DIR) / f"{inst.name}.json"
+        write_json_atomic(path, record)
+        from codesign.solve import write_ledger
+
+        write_ledger(path.parent)
+        if not as_json:
+            console.print(f"saved {path}")
+    if as_json:
+        emit(record)
+    else:
+        color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
+        head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
+        if sol.objective is not None:
+            head += f" = {sol.objective:.10g}"
+        if sol.bound is not None:
+            head += f"   bound {sol.bound:.10g}"
+        if sol.gap is not None:
+            head += f"   gap {sol.gap:.2e}"
+        console.print(head)
+        console.print(
+            f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {sol.space_size:.3e} points; "
+            f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows; verified by the model[/]"
+        )
+        if sol.design is not None:
+            p = build_problem(inst)
+            print_design(console, p, sol.design, evaluate_mapping(p, require_design(p, sol.design, "solution")))
+        if cross_check:
+            cc = record["cross_check"]
+            console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
+    if sol.status not in ("optimal", "feasible"):
+        raise typer.Exit(1)

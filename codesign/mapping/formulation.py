@@ -1,0 +1,270 @@
+"""The mapping MIP: an exact compilation of :mod:`codesign.model.mapping` (codesign.md §7).
+
+Aggregation (exact because every decoder layer is alike): a design is described by integer
+counts per device — ``n[d]`` layers, ``cw[d,t]`` of them with weights in tier ``t``, ``ck[d,t]``
+with KV cache in tier ``t`` — and attachment binaries ``a[d,j]``. Every metric of the model is a
+sum over layers of a per-layer value that depends only on (device, tier), so it is linear in the
+counts; every count vector with Σ_t cw[d,t] = Σ_t ck[d,t] = n[d] is the image of at least one
+per-layer design (place the device's block of layers in any order), and the model's metrics of
+all of its pre-images are equal. The maxima (memory streams, stage time, period) enter as
+epigraphs: the objective (period, or energy with a positive static-power term) and the tpot
+budget both only need an upper bound on them, so the epigraph is exact at every optimum.
+
+Symmetry breaking (both valid for the instance's symmetries and compatible with each other):
+identical modules are numbered by the first device attached to them
+(``a[d,j] <= Σ_{d'<=d} a[d',j-1]``); identical devices in the middle of the pipeline (same group,
+neither first nor last) hold non-increasing layer counts.
+
+Units inside the MIP: time in microseconds, bytes in GB (capacity rows), energy in mJ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codesign.formulation.mip import MIP
+from codesign.model.mapping import MappingDesign, MappingProblem
+
+TIME_UNIT_S = 1e-6
+BYTE_UNIT = 1e9
+ENERGY_UNIT_J = 1e-3
+
+
+@dataclass
+class MappingMIP:
+    mip: MIP
+    problem: MappingProblem
+    n: list[int]
+    cw: dict[tuple[int, int], int]
+    ck: dict[tuple[int, int], int]
+    a: dict[tuple[int, int], int]
+    T: int
+    objective_unit: float  # objective in SI = (MIP objective) x unit
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def decode(self, x: np.ndarray) -> MappingDesign:
+        p = self.problem
+        D = p.stages
+        n = [round(x[self.n[d]]) for d in range(D)]
+        weights: list[str] = []
+        kv: list[str] = []
+        for d in range(D):
+            for src, out in ((self.cw, weights), (self.ck, kv)):
+                block: list[str] = []
+                for (dd, t), i in sorted(src.items()):
+                    if dd == d:
+                        block += [p.tiers[t].label] * round(x[i])
+                out += block
+        attach = tuple(
+            tuple(j for j in range(p.modules) if (d, j) in self.a and x[self.a[d, j]] > 0.5) for d in range(D)
+        )
+        return MappingDesign(tuple(n), tuple(weights), tuple(kv), attach)
+
+
+def _time_ub(p: MappingProblem) -> float:
+    """A valid upper bound on any stage time or shared-resource load of a design, in seconds."""
+    lay = p.layer
+    nmax = p.layers - p.stages + 1
+    per_layer = lay.w_read_B + lay.kv_read_B
+    slowest_B = max(
+        max(x.s_per_B_local for x in p.devices),
+        max(x.s_per_B_host for x in p.devices),
+        (1.0 / p.port_Bps) if p.port_Bps else 0.0,
+        (1.0 / p.assumed_device_Bps) if p.assumed_device_Bps else 0.0,
+    )
+    extra_B = p.first_read_B + p.last_read_B
+    worst_local = max(x.s_per_B_local for x in p.devices) * extra_B
+    compute = max(x.s_per_flop * (nmax * lay.flops + p.last_flops) + nmax * x.s_per_layer for x in p.devices)
+    memory = nmax * per_layer * slowest_B + worst_local
+    shared = 0.0
+    if p.port_Bps:
+        shared = p.layers * per_layer * max(1.0 / p.port_Bps, 1.0 / p.switch_Bps)
+    return 2.0 * max(compute + memory, shared)
+
+
+def build_mapping(p: MappingProblem) -> MappingMIP:
+    mip = MIP(name=f"mapping-{p.inst.name}")
+    D, L, lay = p.stages, p.layers, p.layer
+    nmax = L - D + 1
+    tau = TIME_UNIT_S
+    t_ub = _time_ub(p) / tau
+
+    n = [mip.add_var(f"n[{d}]", 1, nmax, integer=True) for d in range(D)]
+    mip.add_row("layers", n, np.ones(D), lb=L, ub=L)
+
+    pooled = [i for i, t in enumerate(p.tiers) if t.kind == "pool"]
+    cw: dict[tuple[int, int], int] = {}
+    ck: dict[tuple[int, int], int] = {}
+    for d in range(D):
+        dev = p.devices[d]
+        for src, allowed, tag in ((cw, p.weight_tiers, "w"), (ck, p.kv_tiers, "k")):
+            for t in allowed:
+                tier = p.tiers[t]
+                ub = nmax
+                if tier.kind == "pool" and not p.paper_mode and dev.ports == 0:
+                    continue
+                if tier.kind == "host" and dev.host_capacity_B <= 0:
+                    continue
+                src[d, t] = mip.add_var(f"c{tag}[{d},{tier.label}]", 0, ub, integer=True)
+            idx = [n[d]] + [i for (dd, _), i in src.items() if dd == d]
+            mip.add_row(f"tiers-{tag}[{d}]", idx, [-1.0] + [1.0] * (len(idx) - 1), lb=0, ub=0)
+
+    a: dict[tuple[int, int], int] = {}
+    if p.modules and not p.paper_mode:
+        for d in range(D):
+            if p.devices[d].ports == 0:
+                continue
+            for j in range(p.modules):
+                a[d, j] = mip.add_binary(f"a[{d},{j}]")
+            mip.add_row(f"ports[{d}]", [a[d, j] for j in range(p.modules)], np.ones(p.modules), ub=p.devices[d].ports)
+            for src, tag in ((cw, "w"), (ck, "k")):
+                for j in range(p.modules):
+                    idx = [i for (dd, t), i in src.items() if dd == d and p.tiers[t].module == j]
+                    if idx:
+                        mip.add_row(f"attached-{tag}[{d},{j}]", [*idx, a[d, j]], [1.0] * len(idx) + [-float(nmax)], ub=0)
+        if p.max_devices_per_module is not None:
+            for j in range(p.modules):
+                idx = [a[d, j] for d in range(D) if (d, j) in a]
+                if idx:
+                    mip.add_row(f"sharers[{j}]", idx, np.ones(len(idx)), ub=p.max_devices_per_module)
+        # symmetry: modules numbered by their first attached device
+        for j in range(1, p.modules):
+            for d in range(D):
+                if (d, j) not in a:
+                    continue
+                prev = [a[e, j - 1] for e in range(d + 1) if (e, j - 1) in a]
+                mip.add_row(f"sym-module[{d},{j}]", [a[d, j], *prev], [1.0] + [-1.0] * len(prev), ub=0)
+    # symmetry: identical middle devices hold non-increasing layer counts
+    for d in range(1, D - 2):
+        if p.devices[d].group == p.devices[d + 1].group:
+            mip.add_row(f"sym-device[{d}]", [n[d], n[d + 1]], [1.0, -1.0], lb=0)
+
+    T = mip.add_var("T", 0.0, t_ub)
+    li, hi = p.tier_index["local"], p.tier_index["host"]
+
+    def read_terms(d: int, tiers: list[int]) -> tuple[list[int], list[float]]:
+        idx: list[int] = []
+        val: list[float] = []
+        for t in tiers:
+            if (d, t) in cw:
+                idx.append(cw[d, t])
+                val.append(lay.w_read_B)
+            if (d, t) in ck:
+                idx.append(ck[d, t])
+                val.append(lay.kv_read_B)
+        return idx, val
+
+    pool_by_module = {j: [t for t in pooled if p.tiers[t].module == j] for j in range(p.modules)}
+    for d in range(D):
+        dev = p.devices[d]
+        first, last = d == 0, d == D - 1
+        M = mip.add_var(f"M[{d}]", 0.0, t_ub)
+        # local stream
+        idx, val = read_terms(d, [li])
+        const = (p.first_read_B if first else 0.0) + (p.last_read_B if last else 0.0)
+        mip.add_row(f"local[{d}]", [M, *idx], [1.0] + [-dev.s_per_B_local / tau * v for v in val], lb=dev.s_per_B_local * const / tau)
+        idx, val = read_terms(d, [hi])
+        if idx:
+            mip.add_row(f"host[{d}]", [M, *idx], [1.0] + [-dev.s_per_B_host / tau * v for v in val], lb=0)
+        if p.paper_mode:
+            idx, val = read_terms(d, pooled)
+            if idx:
+                mip.add_row(f"pool-link[{d}]", [M, *idx], [1.0] + [-v / p.assumed_device_Bps / tau for v in val], lb=0)
+        else:
+            for j in range(p.modules):
+                idx, val = read_terms(d, pool_by_module[j])
+                if idx:
+                    mip.add_row(f"link[{d},{j}]", [M, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+        # compute (µs) = c1·n + c0
+        c1 = (lay.flops * dev.s_per_flop + dev.s_per_layer) / tau
+        c0 = (p.last_flops * dev.s_per_flop / tau) if last else 0.0
+        sigma = dev.stream_overlap
+        if sigma == 0.0:
+            mip.add_row(f"stage[{d}]", [T, n[d], M], [1.0, -c1, -1.0], lb=c0)
+        else:
+            U = mip.add_var(f"U[{d}]", 0.0, t_ub)
+            mip.add_row(f"U-compute[{d}]", [U, n[d]], [1.0, -c1], lb=c0)
+            mip.add_row(f"U-memory[{d}]", [U, M], [1.0, -1.0], lb=0)
+            mip.add_row(f"stage[{d}]", [T, n[d], M, U], [1.0, -(1 - sigma) * c1, -(1 - sigma), -sigma], lb=(1 - sigma) * c0)
+        # capacity (GB)
+        idx, val = [], []
+        if (d, li) in cw:
+            idx.append(cw[d, li])
+            val.append(lay.w_store_B / BYTE_UNIT)
+        if (d, li) in ck:
+            idx.append(ck[d, li])
+            val.append(lay.kv_store_B / BYTE_UNIT)
+        fixed = ((p.first_store_B if first else 0.0) + (p.last_store_B if last else 0.0)) / BYTE_UNIT
+        if idx:
+            mip.add_row(f"capacity-local[{d}]", idx, val, ub=dev.local_capacity_B / BYTE_UNIT - fixed)
+        elif fixed > dev.local_capacity_B / BYTE_UNIT:
+            mip.add_row(f"capacity-local[{d}]", [n[d]], [1.0], ub=0.0)  # infeasible (n >= 1): embedding/head alone do not fit
+        idx, val = [], []
+        if (d, hi) in cw:
+            idx.append(cw[d, hi])
+            val.append(lay.w_store_B / BYTE_UNIT)
+        if (d, hi) in ck:
+            idx.append(ck[d, hi])
+            val.append(lay.kv_store_B / BYTE_UNIT)
+        if idx:
+            mip.add_row(f"capacity-host[{d}]", idx, val, ub=dev.host_capacity_B / BYTE_UNIT)
+    for t in pooled:
+        idx, val = [], []
+        for src, per in ((cw, lay.w_store_B), (ck, lay.kv_store_B)):
+            for (_, tt), i in src.items():
+                if tt == t:
+                    idx.append(i)
+                    val.append(per / BYTE_UNIT)
+        if idx:
+            mip.add_row(f"capacity-{p.tiers[t].label}", idx, val, ub=p.tiers[t].capacity_B / BYTE_UNIT)
+    if p.modules and not p.paper_mode:
+        all_idx: list[int] = []
+        all_val: list[float] = []
+        for j in range(p.modules):
+            idx: list[int] = []
+            val: list[float] = []
+            for d in range(D):
+                i2, v2 = read_terms(d, pool_by_module[j])
+                idx += i2
+                val += v2
+            if idx:
+                mip.add_row(f"port[{j}]", [T, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+                all_idx += idx
+                all_val += val
+        if all_idx:
+            mip.add_row("switch", [T, *all_idx], [1.0] + [-v / p.switch_Bps / tau for v in all_val], lb=0)
+    if p.tpot_budget_s is not None:
+        mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s / tau)
+
+    m = p.micro_batch
+    if p.objective == "tokens_per_s":
+        mip.set_objective([T], [1.0])
+        unit = tau  # objective = period in µs; tokens/s = m / period
+    else:
+        idx, val = [], []
+        const = 0.0
+        for d in range(D):
+            dev = p.devices[d]
+            idx.append(n[d])
+            val.append(lay.flops * dev.J_per_flop)
+            if d == D - 1:
+                const += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
+            if d == 0:
+                const += p.first_read_B * dev.J_per_B_local
+            for t in [li, hi, *pooled]:
+                e = dev.J_per_B_local if t == li else dev.J_per_B_host if t == hi else p.tiers[t].J_per_B
+                if (d, t) in cw:
+                    idx.append(cw[d, t])
+                    val.append(lay.w_read_B * e)
+                if (d, t) in ck:
+                    idx.append(ck[d, t])
+                    val.append(lay.kv_read_B * e)
+        static = sum(x.static_W for x in p.devices)
+        idx.append(T)
+        val.append(static * tau)
+        scale = 1.0 / (m * ENERGY_UNIT_J)
+        mip.set_objective(idx, [v * scale for v in val], const * scale)
+        unit = ENERGY_UNIT_J
+    return MappingMIP(mip, p, n, cw, ck, a, T, unit, mip.stats())

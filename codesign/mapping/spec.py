@@ -1,0 +1,238 @@
+"""Mapping instance files (``kind = "mapping"``): schema and loading.
+
+A mapping instance fixes the hardware (a list of device groups, an optional pooled-memory
+appliance, an optional host tier) and the workload scenario, and asks for the *mapping*: which
+layers form each pipeline stage, where each layer's weights and KV cache live (local memory, a
+pooled module's tier, host memory) and which appliance modules each device attaches to. The
+model is :mod:`codesign.model.mapping`; the MIP is :mod:`codesign.mapping.formulation`.
+
+Files live in ``instances/mapping/`` and are addressed by name like the other instances.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from codesign.errors import InputError, did_you_mean
+from codesign.instance import Precision
+from codesign.paths import instances_dir
+from codesign.schema import Strict, load_toml, validate
+
+#: tier kinds a layer's weights or KV cache may be placed in
+TIER_KINDS = ("local", "host", "pool")
+
+Objective = Literal["tokens_per_s", "energy_per_token_J"]
+
+
+class WorkloadPart(Strict):
+    """The served model and the decode scenario the mapping is optimised for."""
+
+    workload: str = Field(min_length=1)
+    precision: Precision = "fp8"
+    kv_precision: Precision | None = None
+    #: sequences decoding concurrently; split into one micro-batch per pipeline stage
+    batch: PositiveInt
+    #: tokens held in the KV cache per sequence
+    context_tokens: PositiveInt
+    #: serve only the first N decoder layers (tiny versions that brute force can enumerate)
+    layers: PositiveInt | None = None
+
+
+class DeviceGroup(Strict):
+    """``count`` identical devices, consecutive in pipeline order."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    chip: str = Field(min_length=1)
+    count: PositiveInt
+    #: optical ports to the appliance (each attaches to one module); 0 = not attached
+    pool_ports: int = Field(default=0, ge=0)
+    #: host (CPU) memory reachable over the host link, per device; 0 = no host tier
+    host_capacity_GiB: float = Field(default=0.0, ge=0)
+    #: overrides of the chip's local memory (e.g. a 3D-stacked variant); cite them in `notes`
+    memory_capacity_GiB: float | None = Field(default=None, gt=0)
+    memory_bandwidth_GBps: float | None = Field(default=None, gt=0)
+    notes: str = ""
+
+
+class AppliancePart(Strict):
+    """The pooled-memory appliance as the instance uses it."""
+
+    id: str = Field(min_length=1)
+    medium: Literal["photonic", "electrical"] = "photonic"
+    #: use only this many modules (default: all of the appliance's)
+    modules: PositiveInt | None = None
+    #: devices that may share one module port (default: no limit)
+    max_devices_per_module: PositiveInt | None = None
+    #: the paper's assumption: every device reaches the pool at this bandwidth, whatever its
+    #: ports; module-port and switch limits are then not applied (CelestiSim's 26,800 GB/s)
+    assumed_device_bandwidth_GBps: float | None = Field(default=None, gt=0)
+
+
+class TiersPart(Strict):
+    """Which tier kinds weights and KV cache may use."""
+
+    weights: list[Literal["local", "host", "pool"]] = Field(default_factory=lambda: ["local", "host", "pool"], min_length=1)
+    kv: list[Literal["local", "host", "pool"]] = Field(default_factory=lambda: ["local", "host", "pool"], min_length=1)
+
+
+class BudgetsPart(Strict):
+    #: time per output token of one sequence = stages x period
+    tpot_s: float | None = Field(default=None, gt=0)
+
+
+class ObjectivePart(Strict):
+    metric: Objective = "tokens_per_s"
+
+
+class MappingFile(Strict):
+    name: str = Field(min_length=1)
+    kind: Literal["mapping"]
+    description: str = Field(min_length=1)
+    provenance: str = Field(min_length=1)
+    workload: WorkloadPart
+    devices: list[DeviceGroup] = Field(min_length=1)
+    appliance: AppliancePart | None = None
+    tiers: TiersPart = Field(default_factory=TiersPart)
+    budgets: BudgetsPart = Field(default_factory=BudgetsPart)
+    objective: ObjectivePart = Field(default_factory=ObjectivePart)
+    #: a feasible design to compare with (same format as a design file)
+    baseline: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MappingFile:
+        names = [g.name for g in self.devices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"device group names must be unique, got {names}")
+        stages = sum(g.count for g in self.devices)
+        if self.workload.batch % stages:
+            raise ValueError(
+                f"workload.batch = {self.workload.batch} must be a multiple of the {stages} pipeline stages "
+                "(one micro-batch per stage)"
+            )
+        if "pool" in self.tiers.weights + self.tiers.kv and self.appliance is None:
+            raise ValueError("tiers allow 'pool' but the instance has no [appliance]; remove 'pool' or add one")
+        if self.appliance is not None and not any(g.pool_ports for g in self.devices) and self.appliance.assumed_device_bandwidth_GBps is None:
+            raise ValueError("[appliance] is given but no device group has pool_ports > 0")
+        return self
+
+
+@dataclass(frozen=True)
+class MappingInstance:
+    spec: MappingFile
+    source: Path | None
+    raw: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def content_hash(self) -> str:
+        blob = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def mapping_dir() -> Path:
+    return instances_dir() / "mapping"
+
+
+def list_mapping_instances() -> list[str]:
+    d = mapping_dir()
+    return sorted(p.stem for p in d.glob("*.toml")) if d.exists() else []
+
+
+def is_mapping_source(name_or_path: str) -> bool:
+    """True if ``name_or_path`` names a mapping instance (by name or a file with kind = "mapping")."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.exists():
+        try:
+            return load_toml(p).get("kind") == "mapping"
+        except InputError:
+            return False
+    return (mapping_dir() / f"{name_or_path}.toml").exists()
+
+
+def load_mapping(name_or_path: str) -> MappingInstance:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" and p.exists():
+        path = p
+    else:
+        path = mapping_dir() / f"{name_or_path}.toml"
+        if not path.exists():
+            raise InputError(
+                f"unknown mapping instance {name_or_path!r}",
+                expected="a name from `codesign instances` or a path to a .toml file",
+                suggestion=did_you_mean(name_or_path, list_mapping_instances()),
+            )
+    raw = load_toml(path)
+    return mapping_from_data(raw, source=path)
+
+
+def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None) -> MappingInstance:
+    spec = validate(MappingFile, raw, file=source or "<memory>")
+    _check_references(spec, source)
+    return MappingInstance(spec, Path(source) if source else None, raw)
+
+
+def _check_references(spec: MappingFile, source: Path | str | None) -> None:
+    from codesign import catalog
+    from codesign.model.workload import layer_weight_params, load_workload
+
+    try:
+        w = load_workload(spec.workload.workload)
+    except InputError as exc:
+        raise InputError(exc.message, file=source, key="workload.workload", value=spec.workload.workload, suggestion=exc.suggestion) from None
+    if w.sliding_window is not None or (w.moe is not None and (w.moe.first_dense_layers or w.moe.interleave != 1)):
+        raise InputError(
+            "the pipeline mapping needs identical decoder layers (no sliding-window or dense/MoE mix)",
+            file=source,
+            key="workload.workload",
+            value=spec.workload.workload,
+            expected="a workload whose layers are all alike (llama-3.1-405b, dense-1t, mixtral-8x7b, qwen3-235b-a22b ...)",
+        )
+    layer_weight_params(w)
+    chips = catalog.list_ids("chips")
+    for i, g in enumerate(spec.devices):
+        if g.chip not in chips:
+            raise InputError(f"unknown chip {g.chip!r}", file=source, key=f"devices[{i}].chip", value=g.chip, suggestion=did_you_mean(g.chip, chips))
+    if spec.workload.layers is not None and spec.workload.layers > w.num_layers:
+        raise InputError(
+            f"the model has {w.num_layers} layers", file=source, key="workload.layers", value=spec.workload.layers, expected=f"<= {w.num_layers}"
+        )
+    num_layers = spec.workload.layers or w.num_layers
+    stages = sum(g.count for g in spec.devices)
+    if stages > num_layers:
+        raise InputError(
+            f"{stages} pipeline stages but the model has only {num_layers} layers",
+            file=source,
+            key="devices",
+            expected="at most one stage per layer",
+        )
+    if spec.appliance is not None:
+        ids = catalog.list_ids("appliances")
+        if spec.appliance.id not in ids:
+            raise InputError(
+                f"unknown appliance {spec.appliance.id!r}", file=source, key="appliance.id", value=spec.appliance.id, suggestion=did_you_mean(spec.appliance.id, ids)
+            )
+        app = catalog.load_appliance(spec.appliance.id)
+        if spec.appliance.modules is not None and spec.appliance.modules > app.modules:
+            raise InputError(
+                f"appliance {app.id} has {app.modules} modules", file=source, key="appliance.modules", value=spec.appliance.modules, expected=f"<= {app.modules}"
+            )
+    for i, g in enumerate(spec.devices):
+        if "host" in spec.tiers.weights + spec.tiers.kv:
+            continue
+        if g.host_capacity_GiB:
+            raise InputError(
+                "host_capacity_GiB is set but tiers allow no 'host' placement",
+                file=source,
+                key=f"devices[{i}].host_capacity_GiB",
+                value=g.host_capacity_GiB,
+                suggestion="add 'host' to [tiers] weights or kv, or drop the capacity",
+            )

@@ -98,9 +98,16 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
             "space_size": space_size(inst),
             "description": inst.spec.description,
         })
-    from codesign.mapping import commands as mapping
+    import importlib
 
-    mapping_rows = mapping.instance_rows()
+    from codesign.mapping.spec import KIND_COMMANDS
+
+    mapping_rows = []
+    for module in KIND_COMMANDS.values():
+        try:
+            mapping_rows += importlib.import_module(module).instance_rows()
+        except ModuleNotFoundError:
+            continue
     if as_json:
         _emit_json(rows + mapping_rows)
         return
@@ -129,10 +136,10 @@ def show_cmd(name: Annotated[str, typer.Argument(help="named instance or path to
     from codesign.mapping.spec import is_mapping_source
 
     if is_mapping_source(name):
-        from codesign.mapping import commands as mapping
-        from codesign.mapping.spec import load_mapping
+        from codesign.mapping.spec import commands_for
 
-        data = mapping.summary(load_mapping(name))
+        mapping = commands_for(name)
+        data = mapping.summary(name)
         _emit_json(data) if as_json else mapping.print_summary(out, data)
         return
     from codesign.instance import load_instance
@@ -227,8 +234,9 @@ def evaluate_cmd(
     from codesign.mapping.spec import is_mapping_source
 
     if is_mapping_source(name):
-        from codesign.mapping import commands as mapping
+        from codesign.mapping.spec import commands_for
 
+        mapping = commands_for(name)
         if sets or budgets:
             raise InputError("--set and --budget do not apply to mapping instances", expected="--design FILE")
         given = None if design is None else read_design_file(design)
@@ -302,8 +310,9 @@ def solve_cmd(
     from codesign.mapping.spec import is_mapping_source
 
     if is_mapping_source(name):
-        from codesign.mapping import commands as mapping
+        from codesign.mapping.spec import commands_for
 
+        mapping = commands_for(name)
         if objective is not None or budgets:
             raise InputError("--objective and --budget do not apply to mapping instances", expected="set [objective] / [budgets] in the instance file")
         if solver not in ("highs", "cpsat"):
@@ -402,10 +411,13 @@ def check_solution_cmd(
     from codesign.solve import check_solution
 
     data = read_json(file) if file.exists() else None
-    if isinstance(data, dict) and data.get("kind") == "mapping":
-        from codesign.mapping.solve import check_mapping_solution
+    if isinstance(data, dict) and data.get("kind") in ("mapping", "placement"):
+        import importlib
 
-        _report_check(check_mapping_solution(data, file), as_json, f"{file}: ")
+        from codesign.mapping.spec import KIND_COMMANDS
+
+        module = importlib.import_module(KIND_COMMANDS[data["kind"]])
+        _report_check(module.check_solution(data, file), as_json, f"{file}: ")
         return
     _report_check(check_solution(file), as_json, f"{file}: ")
 

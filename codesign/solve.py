@@ -115,13 +115,17 @@ def solve_instance(
     threads: int | None = None,
     progress=None,
     verbose: bool = False,
+    decompose: bool = True,
 ) -> Solution:
-    """Build, solve, decode and verify (raises ModelError if the model disagrees with the solver)."""
+    """Build, solve, decode and verify (raises ModelError if the model disagrees with the solver).
+
+    ``decompose`` False skips the decomposed bound presolve (the MIP then sees every
+    non-dominated hardware design; for benchmarks and tests of the formulation)."""
     from codesign.formulation.build import build
 
     check_solver(solver)
     t0 = time.perf_counter()
-    comp = build(inst, integer_grid=solver == "cpsat")
+    comp = build(inst, integer_grid=solver == "cpsat", decompose=decompose)
     build_s = time.perf_counter() - t0
     sense = inst.objective.resolved_sense
     base = dict(

@@ -81,6 +81,78 @@ def _feasible_mask(inst, tables, cons, rows) -> np.ndarray:
     return mask
 
 
+@dataclass
+class HardwareValues:
+    """Per hardware design: the best value of Σ weight × metric over every workload's schedules
+    (each workload optimised independently: exact, because every constraint involves the
+    hardware alone or one workload and the hardware), ``inf`` where no schedule is feasible."""
+
+    rows: np.ndarray  # hardware-table rows evaluated
+    total: np.ndarray  # (len(rows),) Σ_w weight_w × min_s metric_w, inf if infeasible
+    arg: dict[str, np.ndarray]  # workload -> best schedule row per hardware row (-1: none)
+    ties: dict[str, np.ndarray]  # workload -> schedules within rel_tol of the best
+    pairs: int  # (hardware, schedule) pairs evaluated
+
+
+def hardware_values(
+    inst: Instance,
+    tables: Tables,
+    rows: np.ndarray | None = None,
+    *,
+    cons: list | None = None,
+    chunk_points: int = 4_000_000,
+    rel_tol: float = 1e-9,
+    hardware_checked: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> HardwareValues:
+    """Decomposed exact evaluation of the hardware designs ``rows`` (default all), chunk by chunk.
+
+    ``cons``: the constraints (default the instance's); ``hardware_checked``: the rows are
+    known to pass the hardware-only constraints (skip re-checking them)."""
+    hw = tables.hw
+    rows = np.arange(hw.size) if rows is None else np.asarray(rows)
+    cons = constraints(inst, hw, tables.scheds) if cons is None else cons
+    terms = objective_terms(inst)
+    total = np.full(len(rows), np.inf)
+    arg = {w.name: np.full(len(rows), -1) for w in inst.workloads}
+    ties = {w.name: np.zeros(len(rows), dtype=np.int64) for w in inst.workloads}
+    if any(s.size == 0 for s in tables.scheds.values()) or len(rows) == 0:
+        return HardwareValues(rows, total, arg, ties, 0)
+    max_s = max(s.size for s in tables.scheds.values())
+    chunk = max(1, chunk_points // max_s)
+    specs = {w.name: w for w in inst.workloads}
+    forms = {w: workload_forms(tables.scheds[w], specs[w].precision) for w, _, _ in terms}
+    pairs = 0
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        sl = slice(start, start + len(part))
+        if hardware_checked:
+            acc = np.zeros(len(part))
+        else:
+            acc = np.where(_feasible_mask(inst, tables, cons, part), 0.0, np.inf)
+        for wname, metric, weight in terms:
+            st = tables.scheds[wname]
+            obj = eval_form(forms[wname][metric], hw, st, hw_rows=part)
+            feas = np.ones_like(obj, dtype=bool)
+            for c in cons:
+                if c.workload != wname:
+                    continue
+                lhs = constraint_lhs(c, hw, st, hw_rows=part)
+                rhs = c.rhs + (hw.column(c.rhs_hw)[part][:, None] if c.rhs_hw else 0.0)
+                feas &= holds(lhs, rhs)
+            obj = np.where(feas & np.isfinite(obj), obj, np.inf)
+            a = np.argmin(obj, axis=1)
+            val = obj[np.arange(len(part)), a]
+            arg[wname][sl] = np.where(np.isfinite(val), a, -1)
+            ties[wname][sl] = np.sum(obj <= val[:, None] * (1 + rel_tol), axis=1)
+            acc = acc + weight * val
+            pairs += obj.size
+        total[sl] = acc
+        if progress:
+            progress(start + len(part), len(rows))
+    return HardwareValues(rows, total, arg, ties, pairs)
+
+
 def brute_force(
     inst: Instance,
     tables: Tables | None = None,
@@ -93,54 +165,18 @@ def brute_force(
     t0 = time.perf_counter()
     tables = tables or build_tables(inst)
     hw = tables.hw
-    cons = constraints(inst, hw, tables.scheds)
-    terms = objective_terms(inst)
     if any(s.size == 0 for s in tables.scheds.values()):
         return BruteForceResult(False, None, None, None, 0, time.perf_counter() - t0, 0)
-    max_s = max(s.size for s in tables.scheds.values())
-    chunk = max(1, chunk_points // max_s)
-    best_val = np.inf
-    best: tuple[int, dict[str, int]] | None = None
-    total_count = 0
-    # per hardware row: best objective contribution and argmin per workload
-    all_vals = np.full(hw.size, np.inf)
-    all_arg: dict[str, np.ndarray] = {w.name: np.full(hw.size, -1) for w in inst.workloads}
-    all_ties: dict[str, np.ndarray] = {w.name: np.zeros(hw.size, dtype=np.int64) for w in inst.workloads}
-    for start in range(0, hw.size, chunk):
-        rows = np.arange(start, min(hw.size, start + chunk))
-        ok_hw = _feasible_mask(inst, tables, cons, rows)
-        acc = np.where(ok_hw, 0.0, np.inf)
-        for wname, metric, weight in terms:
-            st = tables.scheds[wname]
-            spec = next(w for w in inst.workloads if w.name == wname)
-            forms = workload_forms(st, spec.precision)
-            obj = eval_form(forms[metric], hw, st, hw_rows=rows)
-            feas = np.ones_like(obj, dtype=bool)
-            for c in cons:
-                if c.workload != wname:
-                    continue
-                lhs = constraint_lhs(c, hw, st, hw_rows=rows)
-                rhs = c.rhs + (hw.column(c.rhs_hw)[rows][:, None] if c.rhs_hw else 0.0)
-                feas &= holds(lhs, rhs)
-            obj = np.where(feas & np.isfinite(obj), obj, np.inf)
-            arg = np.argmin(obj, axis=1)
-            val = obj[np.arange(len(rows)), arg]
-            ties = np.sum(obj <= val[:, None] * (1 + rel_tol), axis=1)
-            all_arg[wname][rows] = arg
-            all_ties[wname][rows] = ties
-            acc = acc + weight * val
-        all_vals[rows] = acc
-        total_count += len(rows) * math.prod(s.size for s in tables.scheds.values())
-        if progress:
-            progress(int(rows[-1]) + 1, hw.size)
+    hv = hardware_values(inst, tables, chunk_points=chunk_points, rel_tol=rel_tol, progress=progress)
+    total_count = hw.size * math.prod(s.size for s in tables.scheds.values())
+    all_vals = hv.total
     h = int(np.argmin(all_vals))
     best_val = float(all_vals[h])
     if not np.isfinite(best_val):
         return BruteForceResult(False, None, None, None, total_count, time.perf_counter() - t0, 0)
-    best = (h, {w: int(all_arg[w][h]) for w in all_arg})
-    design = design_of(inst, tables, best[0], best[1])
+    design = design_of(inst, tables, h, {w: int(hv.arg[w][h]) for w in hv.arg})
     near = np.flatnonzero(all_vals <= best_val * (1 + rel_tol))
-    ties = int(sum(math.prod(int(all_ties[w][r]) for w in all_ties) for r in near))
+    ties = int(sum(math.prod(int(hv.ties[w][r]) for w in hv.ties) for r in near))
     return BruteForceResult(
         True, objective_from_internal(inst, best_val), best_val, design, total_count, time.perf_counter() - t0, ties
     )

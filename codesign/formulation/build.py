@@ -57,6 +57,8 @@ class Compiled:
     empty_reason: str | None = None
     #: products encoded on an integer grid (for CP-SAT) instead of the convex-hull form
     integer_grid: bool = False
+    #: Σ weight × metric of the best design found by the bound presolve (None: not run)
+    presolve_best: float | None = None
 
     def decode(self, values: np.ndarray) -> dict[str, Any]:
         """Design named by a solution vector (binaries read through one tolerance)."""
@@ -143,12 +145,15 @@ def build(
     objective: Constraint | None = None,
     integer_grid: bool = False,
     extra_constraints: list[Constraint] | None = None,
+    decompose: bool = False,
 ) -> Compiled:
     """Compile ``inst`` into an exact MIP (see module docstring).
 
     ``include``: names of the constraints to keep (default all; ``explain`` drops some).
     ``objective``: minimise this constraint's left-hand side minus its right-hand side instead of
     the instance objective (``explain`` asks how far a limit must move).
+    ``decompose``: run the decomposed bound presolve (:func:`bound_presolve`) when it applies
+    (``solve`` does; ``export`` and ``explain`` keep every design).
     """
     tables = tables or build_tables(inst)
     mip = MIP(name=inst.name)
@@ -156,7 +161,7 @@ def build(
     cons += list(extra_constraints or [])
     comp = Compiled(inst, tables, mip, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}, {}, 1.0)
     comp.integer_grid = integer_grid
-    add_hardware_choice(comp, cons, extra=objective)
+    add_hardware_choice(comp, cons, extra=objective, decompose=decompose)
     add_schedule_choice(comp, memory=any(c.name.startswith("memory-capacity") for c in cons))
     if comp.empty_reason:
         return comp
@@ -175,12 +180,25 @@ def build(
     return comp
 
 
-def add_hardware_choice(comp: Compiled, cons: list[Constraint], extra: Constraint | None = None) -> None:
-    """x_h: one hardware design among those meeting every hardware-only constraint and not
-    dominated by another (see :func:`nondominated`)."""
+#: the decomposed bound presolve runs when it evaluates at most this many (hardware, schedule)
+#: pairs (about 1e8 pairs/s vectorised on one core)
+DECOMPOSE_MAX_PAIRS = 300_000_000
+#: hardware designs whose exact best value is within this relative distance of the best one are
+#: kept for the MIP (ties and near-ties); every other design is provably worse
+DECOMPOSE_KEEP_RTOL = 1e-6
+
+
+def add_hardware_choice(
+    comp: Compiled, cons: list[Constraint], extra: Constraint | None = None, decompose: bool = True
+) -> None:
+    """x_h: one hardware design among those meeting every hardware-only constraint, not
+    provably worse than the best (:func:`bound_presolve`) and not dominated by another
+    (see :func:`nondominated`)."""
     ok = _hardware_ok(comp.inst, comp.tables, cons)
     comp.pruned["hardware"] = int((~ok).sum())
     rows = np.flatnonzero(ok)
+    if decompose and extra is None:
+        rows = bound_presolve(comp, cons, rows)
     costs, gains = hardware_columns(comp.inst, comp.tables, cons, objective=extra is None, extra=extra)
     hw = comp.tables.hw
     keep = nondominated(
@@ -221,7 +239,42 @@ def hardware_columns(
     return sorted(costs), sorted(gains)
 
 
-def nondominated(costs: np.ndarray, gains: np.ndarray) -> np.ndarray:
+def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> np.ndarray:
+    """Decomposition inside the solve: keep only the hardware designs that can be optimal.
+
+    Every constraint involves the hardware alone or one workload and the hardware, and the
+    objective is Σ_w weight_w × metric_w; so for a fixed hardware design j the best design is
+    each workload's best feasible schedule on j, taken independently, and its value
+    v(j) = Σ_w weight_w min_s metric_w(s, j) is exact (:func:`codesign.space.hardware_values`,
+    the model's own vectorised evaluation). v* = min_j v(j) is the optimum; a design with
+    v(j) > v*(1 + ``DECOMPOSE_KEEP_RTOL``) cannot be optimal and gets no binary. The MIP then
+    proves the optimum over the designs left (near-ties), and its bound holds for all designs.
+
+    Skipped (rows returned unchanged) when the evaluation would exceed ``DECOMPOSE_MAX_PAIRS``
+    pairs, when a constraint couples workloads, or when no design is feasible (the MIP then
+    proves infeasibility itself).
+    """
+    from codesign.space import hardware_values
+
+    inst, tables = comp.inst, comp.tables
+    names = {w.name for w in inst.workloads}
+    if any(c.workload is not None and c.workload not in names for c in cons):
+        return rows
+    pairs = len(rows) * sum(s.size for s in tables.scheds.values())
+    if pairs == 0 or pairs > DECOMPOSE_MAX_PAIRS:
+        return rows
+    hv = hardware_values(inst, tables, rows, cons=cons, hardware_checked=True)
+    finite = np.isfinite(hv.total)
+    if not finite.any():
+        return rows
+    best = float(hv.total[finite].min())
+    keep = finite & (hv.total <= best + DECOMPOSE_KEEP_RTOL * abs(best))
+    comp.pruned["hardware-bound"] = int(len(rows) - keep.sum())
+    comp.presolve_best = best
+    return rows[keep]
+
+
+def nondominated(costs: np.ndarray, gains: np.ndarray, block: int = 256) -> np.ndarray:
     """Mask of rows not dominated by another row (a skyline).
 
     Row j dominates row i when costs[j] <= costs[i] and gains[j] >= gains[i] everywhere and the
@@ -242,13 +295,25 @@ def nondominated(costs: np.ndarray, gains: np.ndarray) -> np.ndarray:
         keep[0] = True
         return keep
     order = np.lexsort(f.T[::-1])
-    sky = np.empty((0, f.shape[1]))
-    for i in order:
-        row = f[i]
-        if len(sky) and np.any(np.all(sky <= row, axis=1)):
-            continue  # dominated by (or identical to) a kept row
-        sky = np.vstack([sky, row])
-        keep[i] = True
+    fo = f[order]
+    sky = np.empty_like(fo)
+    k = 0
+    # blocks of rows in order: one vectorised test against the skyline of earlier blocks, then
+    # row by row against what this block added (same result as the plain sequential scan)
+    for start in range(0, n, block):
+        blk = fo[start : start + block]
+        dom = np.zeros(len(blk), dtype=bool)
+        step = max(1, 4_000_000 // (len(blk) * f.shape[1]))
+        for s0 in range(0, k, step):
+            dom |= np.any(np.all(sky[None, s0 : min(k, s0 + step)] <= blk[:, None, :], axis=2), axis=1)
+        k0 = k
+        for i in np.flatnonzero(~dom):
+            row = blk[i]
+            if k > k0 and np.any(np.all(sky[k0:k] <= row, axis=1)):
+                continue  # dominated by (or identical to) a kept row
+            sky[k] = row
+            k += 1
+            keep[order[start + i]] = True
     return keep
 
 

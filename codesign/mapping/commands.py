@@ -35,7 +35,14 @@ def instance_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def summary(inst: MappingInstance) -> dict[str, Any]:
+def check_solution(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    from codesign.mapping.solve import check_mapping_solution
+
+    return check_mapping_solution(data, path)
+
+
+def summary(name: str) -> dict[str, Any]:
+    inst = load_mapping(name)
     p = build_problem(inst)
     s = inst.spec
     return {

@@ -142,20 +142,44 @@ def mapping_dir() -> Path:
     return instances_dir() / "mapping"
 
 
-def list_mapping_instances() -> list[str]:
+def list_mapping_instances(kind: str = "mapping") -> list[str]:
+    """Names of the instances of one kind in instances/mapping/."""
     d = mapping_dir()
-    return sorted(p.stem for p in d.glob("*.toml")) if d.exists() else []
+    if not d.exists():
+        return []
+    return sorted(p.stem for p in d.glob("*.toml") if load_toml(p).get("kind") == kind)
+
+
+#: instance kinds handled outside the hardware/schedule instance format, and the module with
+#: their command-line views (``instance_rows, summary, print_summary, evaluate, solve``)
+KIND_COMMANDS = {"mapping": "codesign.mapping.commands", "placement": "codesign.mapping.placement_commands"}
+
+
+def instance_kind(name_or_path: str) -> str | None:
+    """The ``kind`` of a mapping-family instance (by name in instances/mapping/ or by file),
+    None for a hardware/schedule instance."""
+    p = Path(name_or_path)
+    if not (p.suffix == ".toml" and p.exists()):
+        p = mapping_dir() / f"{name_or_path}.toml"
+        if not p.exists():
+            return None
+    try:
+        kind = load_toml(p).get("kind")
+    except InputError:
+        return None
+    return kind if kind in KIND_COMMANDS else None
 
 
 def is_mapping_source(name_or_path: str) -> bool:
-    """True if ``name_or_path`` names a mapping instance (by name or a file with kind = "mapping")."""
-    p = Path(name_or_path)
-    if p.suffix == ".toml" and p.exists():
-        try:
-            return load_toml(p).get("kind") == "mapping"
-        except InputError:
-            return False
-    return (mapping_dir() / f"{name_or_path}.toml").exists()
+    """True if ``name_or_path`` names a mapping-family instance (any kind in KIND_COMMANDS)."""
+    return instance_kind(name_or_path) is not None
+
+
+def commands_for(name_or_path: str):
+    """The command module of the instance's kind."""
+    import importlib
+
+    return importlib.import_module(KIND_COMMANDS[instance_kind(name_or_path)])
 
 
 def load_mapping(name_or_path: str) -> MappingInstance:

@@ -183,6 +183,9 @@ def build(
 #: the decomposed bound presolve runs when it evaluates at most this many (hardware, schedule)
 #: pairs (about 1e8 pairs/s vectorised on one core)
 DECOMPOSE_MAX_PAIRS = 300_000_000
+#: with the bound presolve on, the skyline stops once it keeps this many designs (the bound
+#: presolve then runs first, and the skyline on what it leaves)
+SKYLINE_MAX_KEEP = 1000
 #: hardware designs whose exact best value is within this relative distance of the best one are
 #: kept for the MIP (ties and near-ties); every other design is provably worse
 DECOMPOSE_KEEP_RTOL = 1e-6
@@ -197,16 +200,32 @@ def add_hardware_choice(
     ok = _hardware_ok(comp.inst, comp.tables, cons)
     comp.pruned["hardware"] = int((~ok).sum())
     rows = np.flatnonzero(ok)
-    if decompose and extra is None:
-        rows = bound_presolve(comp, cons, rows)
     costs, gains = hardware_columns(comp.inst, comp.tables, cons, objective=extra is None, extra=extra)
     hw = comp.tables.hw
-    keep = nondominated(
-        np.column_stack([hw.column(c)[rows] for c in costs]) if costs else np.zeros((len(rows), 0)),
-        np.column_stack([hw.column(c)[rows] for c in gains]) if gains else np.zeros((len(rows), 0)),
-    )
-    comp.pruned["hardware-dominated"] = int(len(rows) - keep.sum())
-    comp.hw_rows = rows[keep]
+
+    def skyline(rows: np.ndarray, max_keep: int | None = None) -> np.ndarray | None:
+        return nondominated(
+            np.column_stack([hw.column(c)[rows] for c in costs]) if costs else np.zeros((len(rows), 0)),
+            np.column_stack([hw.column(c)[rows] for c in gains]) if gains else np.zeros((len(rows), 0)),
+            max_keep=max_keep,
+        )
+
+    decompose = decompose and extra is None
+    n0 = len(rows)
+    keep = skyline(rows, SKYLINE_MAX_KEEP if decompose else None)
+    if keep is None:
+        # many mutually non-dominated designs (energy objectives): the bound presolve first is
+        # cheaper, then the skyline of what is left
+        rows = bound_presolve(comp, cons, rows)
+        keep = skyline(rows)
+        comp.pruned["hardware-dominated"] = int(len(rows) - keep.sum())
+        rows = rows[keep]
+    else:
+        comp.pruned["hardware-dominated"] = int(n0 - keep.sum())
+        rows = rows[keep]
+        if decompose:
+            rows = bound_presolve(comp, cons, rows)
+    comp.hw_rows = rows
     if len(comp.hw_rows) == 0:
         comp.empty_reason = "no hardware design meets the hardware-only constraints"
         return
@@ -274,7 +293,9 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     return rows[keep]
 
 
-def nondominated(costs: np.ndarray, gains: np.ndarray, block: int = 256) -> np.ndarray:
+def nondominated(
+    costs: np.ndarray, gains: np.ndarray, block: int = 256, max_keep: int | None = None
+) -> np.ndarray | None:
     """Mask of rows not dominated by another row (a skyline).
 
     Row j dominates row i when costs[j] <= costs[i] and gains[j] >= gains[i] everywhere and the
@@ -285,6 +306,7 @@ def nondominated(costs: np.ndarray, gains: np.ndarray, block: int = 256) -> np.n
 
     Rows are visited in lexicographic order, so every dominator of a row comes before it; a row
     is kept when no kept row dominates it (transitivity covers dominated dominators).
+    Returns None when ``max_keep`` is given and more rows than that would be kept.
     """
     n = len(costs)
     f = np.column_stack([costs, -gains]) if gains.size else np.asarray(costs, dtype=float)
@@ -314,6 +336,8 @@ def nondominated(costs: np.ndarray, gains: np.ndarray, block: int = 256) -> np.n
             sky[k] = row
             k += 1
             keep[order[start + i]] = True
+        if max_keep is not None and k > max_keep:
+            return None
     return keep
 
 

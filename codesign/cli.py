@@ -101,6 +101,7 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
     import importlib
 
     from codesign.mapping.spec import KIND_COMMANDS
+    from codesign.model.mapping import format_count
 
     mapping_rows = []
     for module in KIND_COMMANDS.values():
@@ -125,7 +126,7 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
         for col in ("name", "workload", "objective", "size", "space size"):
             t.add_column(col, no_wrap=col != "size", justify="right" if col == "space size" else "left")
         for r in mapping_rows:
-            t.add_row(r["name"], r["workloads"][0], r["objective"], r["decisions"], f"{float(r['space_size']):.3e}")
+            t.add_row(r["name"], r["workloads"][0], r["objective"], r["decisions"], format_count(r["space_size"]))
         out.print(t)
 
 

@@ -13,7 +13,14 @@ from rich.table import Table
 from codesign.jsonio import write_json_atomic
 from codesign.mapping.solve import cross_check_mapping, require_design, solve_mapping
 from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
-from codesign.model.mapping import GiB, build_problem, evaluate_mapping, objective_sense, space_size
+from codesign.model.mapping import (
+    GiB,
+    build_problem,
+    evaluate_mapping,
+    format_count,
+    objective_sense,
+    space_size,
+)
 
 DEFAULT_OUT_DIR = Path("solutions") / "mapping"
 
@@ -107,7 +114,7 @@ def print_summary(console, data: dict[str, Any]) -> None:
     console.print(f"[bold]{data['name']}[/] (mapping): {data['description']}")
     console.print(f"[dim]{data['provenance']}[/]")
     console.print(
-        f"objective: {data['objective']['sense']} {data['objective']['metric']}    space: {data['space_size']:.4e} points    "
+        f"objective: {data['objective']['sense']} {data['objective']['metric']}    space: {format_count(data['space_size'])} points    "
         f"{data['layers']} layers, micro-batch {data['micro_batch']}"
     )
     t = Table(title="devices (pipeline order)")
@@ -216,7 +223,7 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
             head += f"   gap {sol.gap:.2e}"
         console.print(head)
         console.print(
-            f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {sol.space_size:.3e} points; "
+            f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
             f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows; verified by the model[/]"
         )
         if sol.design is not None:

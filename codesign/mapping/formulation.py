@@ -28,6 +28,8 @@ from codesign.formulation.mip import MIP
 from codesign.model.mapping import MappingDesign, MappingProblem
 
 TIME_UNIT_S = 1e-6
+#: a feasible design's period (tokens/s objective) caps the time variables with this margin
+CUTOFF_MARGIN = 1e-6
 BYTE_UNIT = 1e9
 ENERGY_UNIT_J = 1e-3
 
@@ -84,12 +86,68 @@ def _time_ub(p: MappingProblem) -> float:
     return 2.0 * max(compute + memory, shared)
 
 
+def greedy_design(p: MappingProblem) -> MappingDesign:
+    """A simple design: balanced stages; each device attaches to consecutive modules; every layer's
+    weights, then KV cache, go to the first allowed tier with room (local, host, attached pool)."""
+    D, L = p.stages, p.layers
+    parts = [L // D + (1 if d < L % D else 0) for d in range(D)]
+    attach = []
+    for d in range(D):
+        k = 0 if p.paper_mode or not p.modules else min(p.devices[d].ports, p.modules)
+        attach.append(tuple(sorted({(d * k + i) % p.modules for i in range(k)})))
+    local_left = [x.local_capacity_B for x in p.devices]
+    local_left[0] -= p.first_store_B
+    local_left[-1] -= p.last_store_B
+    host_left = [x.host_capacity_B for x in p.devices]
+    pool_left = {t.label: t.capacity_B for t in p.tiers if t.kind == "pool"}
+    weights: list[str] = []
+    kv: list[str] = []
+    for d, nd in enumerate(parts):
+        for _ in range(nd):
+            for size, allowed, out in ((p.layer.w_store_B, p.weight_tiers, weights), (p.layer.kv_store_B, p.kv_tiers, kv)):
+                choice = None
+                for t in allowed:
+                    tier = p.tiers[t]
+                    if tier.kind == "local" and local_left[d] >= size:
+                        local_left[d] -= size
+                        choice = tier.label
+                    elif tier.kind == "host" and host_left[d] >= size:
+                        host_left[d] -= size
+                        choice = tier.label
+                    elif tier.kind == "pool" and (p.paper_mode or tier.module in attach[d]) and pool_left[tier.label] >= size:
+                        pool_left[tier.label] -= size
+                        choice = tier.label
+                    if choice:
+                        break
+                out.append(choice or p.tiers[allowed[0]].label)
+    return MappingDesign(tuple(parts), tuple(weights), tuple(kv), tuple(attach))
+
+
+def time_cap_s(p: MappingProblem) -> float:
+    """An upper bound on the period of every design at least as good as a known feasible one
+    (the greedy design), else the generic bound :func:`_time_ub`. Exact for optimisation: the
+    optimum is never worse than a feasible design. Tokens/s: T <= T_greedy. Energy: the static
+    part alone gives E >= P_static·T/m, so E <= E_greedy implies T <= E_greedy·m/P_static."""
+    from codesign.model.mapping import evaluate_mapping
+
+    generic = _time_ub(p)
+    ev = evaluate_mapping(p, greedy_design(p))
+    if not ev.feasible:
+        return generic
+    if p.objective == "tokens_per_s":
+        cap = ev.period_s
+    else:
+        static = sum(x.static_W for x in p.devices)
+        cap = ev.energy_per_token_J * p.micro_batch / static if static > 0 else generic
+    return min(generic, cap * (1 + CUTOFF_MARGIN))
+
+
 def build_mapping(p: MappingProblem) -> MappingMIP:
     mip = MIP(name=f"mapping-{p.inst.name}")
     D, L, lay = p.stages, p.layers, p.layer
     nmax = L - D + 1
     tau = TIME_UNIT_S
-    t_ub = _time_ub(p) / tau
+    t_ub = time_cap_s(p) / tau
 
     n = [mip.add_var(f"n[{d}]", 1, nmax, integer=True) for d in range(D)]
     mip.add_row("layers", n, np.ones(D), lb=L, ub=L)
@@ -136,13 +194,20 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
                     continue
                 prev = [a[e, j - 1] for e in range(d + 1) if (e, j - 1) in a]
                 mip.add_row(f"sym-module[{d},{j}]", [a[d, j], *prev], [1.0] + [-1.0] * len(prev), ub=0)
-    # symmetry: identical middle devices hold non-increasing layer counts
+    # symmetry: identical middle devices are sorted by (layers, layers with local weights)
+    # descending, i.e. by the key (nmax + 1)·n + cw_local
+    li = p.tier_index["local"]
     for d in range(1, D - 2):
         if p.devices[d].group == p.devices[d + 1].group:
-            mip.add_row(f"sym-device[{d}]", [n[d], n[d + 1]], [1.0, -1.0], lb=0)
+            idx, val = [n[d], n[d + 1]], [float(nmax + 1), -float(nmax + 1)]
+            for dd, sign in ((d, 1.0), (d + 1, -1.0)):
+                if (dd, li) in cw:
+                    idx.append(cw[dd, li])
+                    val.append(sign)
+            mip.add_row(f"sym-device[{d}]", idx, val, lb=0)
 
     T = mip.add_var("T", 0.0, t_ub)
-    li, hi = p.tier_index["local"], p.tier_index["host"]
+    hi = p.tier_index["host"]
 
     def read_terms(d: int, tiers: list[int]) -> tuple[list[int], list[float]]:
         idx: list[int] = []
@@ -173,10 +238,17 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
             if idx:
                 mip.add_row(f"pool-link[{d}]", [M, *idx], [1.0] + [-v / p.assumed_device_Bps / tau for v in val], lb=0)
         else:
+            every_idx: list[int] = []
+            every_val: list[float] = []
             for j in range(p.modules):
                 idx, val = read_terms(d, pool_by_module[j])
                 if idx:
                     mip.add_row(f"link[{d},{j}]", [M, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+                    every_idx += idx
+                    every_val += val
+            if every_idx:
+                # valid cut: data sits on at most `ports` attached modules, each link <= M
+                mip.add_row(f"links[{d}]", [M, *every_idx], [float(dev.ports)] + [-v / p.port_Bps / tau for v in every_val], lb=0)
         # compute (µs) = c1·n + c0
         c1 = (lay.flops * dev.s_per_flop + dev.s_per_layer) / tau
         c0 = (p.last_flops * dev.s_per_flop / tau) if last else 0.0

@@ -47,7 +47,7 @@ class MappingSolution:
     gap: float | None
     design: dict[str, Any] | None
     metrics: dict[str, Any] | None
-    space_size: float
+    space_size: int
     mip: dict[str, int]
     build_s: float
     solve_s: float
@@ -134,7 +134,7 @@ def solve_mapping(
         gap=gap,
         design=design,
         metrics=metrics,
-        space_size=float(space_size(p)),
+        space_size=space_size(p),
         mip=mm.stats,
         build_s=build_s,
         solve_s=res.wall_time_s,

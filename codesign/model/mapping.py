@@ -616,3 +616,11 @@ def space_size(p: MappingProblem) -> int:
     for d in range(p.stages):
         attach *= len(p.attach_options(d))
     return parts * len(p.weight_tiers) ** p.layers * len(p.kv_tiers) ** p.layers * attach
+
+
+def format_count(n: int) -> str:
+    """A (possibly astronomically large) integer in scientific notation: 4.535e+07, 1.2e+386."""
+    if n < 10**15:
+        return f"{float(n):.3e}"
+    e = len(str(n)) - 1
+    return f"{int(str(n)[:4]) / 1000:.3f}e+{e}"

@@ -1,0 +1,222 @@
+"""Mapping instances (pipeline stages, tier placement, appliance attachment): hand-derived model
+numbers, brute force = HiGHS = CP-SAT on tiny versions, CLI behaviour."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from codesign import catalog
+from codesign.errors import InputError
+from codesign.mapping.brute import brute_force_mapping, compositions
+from codesign.mapping.generate import generate_mapping
+from codesign.mapping.solve import solve_mapping
+from codesign.mapping.spec import load_mapping, mapping_from_data
+from codesign.model.hardware import calibration_for
+from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping, space_size
+
+GB = 1e9
+
+
+def problem(**kw):
+    return build_problem(mapping_from_data(generate_mapping(**kw)))
+
+
+# --- hand-derived numbers ------------------------------------------------------------------
+
+
+def test_llama405b_layer_costs_by_hand():
+    # Llama-3.1-405B: hidden 16384, 128 heads x 128, 8 KV heads, FFN 53248 (gated), fp8.
+    p = problem(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
+    attention = 16384 * 128 * 128 + 2 * 16384 * 8 * 128 + 128 * 128 * 16384  # q, k+v, o
+    mlp = 3 * 16384 * 53248
+    norms = 2 * 16384
+    assert p.layer.w_store_B == attention + mlp + norms == 3_187_703_808
+    assert p.layer.w_read_B == p.layer.w_store_B  # dense: every weight read once per period
+    kv_token = 2 * 8 * 128  # bytes per token and layer at fp8
+    assert p.layer.kv_store_B == 64 * 8192 * kv_token  # all 64 sequences' cache
+    assert p.layer.kv_read_B == 32 * 8192 * kv_token + 32 * kv_token  # one micro-batch: read + write
+    # FLOPs: 2 per MAC on the matmul weights for 32 tokens + QK^T and PV over 8193 pairs
+    assert p.layer.flops == 2 * 32 * (attention + mlp) + 32 * 8193 * (2 * 2 * 128 * 128)
+
+
+def test_period_of_an_all_local_design_by_hand():
+    p = problem(devices=2, modules=0, layers=4, batch_per_stage=32, weights=("local",), kv=("local",))
+    d = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))
+    ev = evaluate_mapping(p, d)
+    chip = catalog.load_chip("h100-sxm")
+    cal = calibration_for("h100-sxm")
+    flops_s = chip.peak_dense_TFLOPS["fp8"] * 1e12 * cal.compute_efficiency
+    bw = chip.memory_bandwidth_GBps * GB * cal.memory_efficiency
+    lay = p.layer
+    head = 128256 * 16384 * 2.0  # LM head stays 16-bit (bf16) in fp8 checkpoints
+    embed_rows = 32 * 16384 * 2.0
+    compute0 = 3 * (lay.flops / flops_s + cal.layer_overhead_us * 1e-6)
+    memory0 = (3 * (lay.w_read_B + lay.kv_read_B) + embed_rows) / bw
+    compute1 = (lay.flops + 2 * 32 * 16384 * 128256) / flops_s + cal.layer_overhead_us * 1e-6
+    memory1 = (lay.w_read_B + lay.kv_read_B + head + 16384) / bw
+    assert cal.stream_overlap == 0.0  # hopper's fitted value: the streams add
+    stage0, stage1 = compute0 + memory0, compute1 + memory1
+    assert ev.stage_s == pytest.approx([stage0, stage1], rel=1e-12)
+    assert ev.period_s == pytest.approx(max(stage0, stage1), rel=1e-12)
+    assert ev.tokens_per_s == pytest.approx(32 / max(stage0, stage1), rel=1e-12)
+    assert ev.tpot_s == pytest.approx(2 * max(stage0, stage1), rel=1e-12)
+    assert ev.feasible
+
+
+def test_module_port_and_switch_are_shared():
+    # two devices both attached to module 0 and both reading one layer's weights from it:
+    # the port carries 2 x 3.19 GB per period at 900 GB/s
+    p = problem(devices=2, modules=2, layers=2, batch_per_stage=8, weights=("local", "pool"), kv=("local",))
+    d = MappingDesign((1, 1), ("pool:0:hbm", "pool:0:ddr"), ("local", "local"), ((0,), (0,)))
+    ev = evaluate_mapping(p, d)
+    app = catalog.load_appliance("photonic-fabric-appliance")
+    assert app.port_bandwidth_GBps == 900.0  # 7.2 Tbps
+    assert ev.port_load_s[0] == pytest.approx(2 * p.layer.w_read_B / 900e9, rel=1e-12)
+    assert ev.port_load_s[1] == 0.0
+    assert ev.switch_load_s == pytest.approx(2 * p.layer.w_read_B / 14_375e9, rel=1e-12)  # 115 Tbps
+    assert ev.period_s >= ev.port_load_s[0]
+    # each device's own link carries its layer: 3.19 GB / 900 GB/s
+    assert min(ev.memory_s) >= p.layer.w_read_B / 900e9
+
+
+def test_violations_are_reported():
+    p = problem(devices=2, modules=2, layers=2, weights=("local", "pool"), kv=("local",))
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("pool:1:hbm", "local"), ("local", "local"), ((0,), ())))
+    assert not ev.feasible
+    assert any("without attaching" in v for v in ev.violations)
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("local", "local"), ("local", "local"), ((0, 1), ())))
+    assert any("has 1 ports" in v for v in ev.violations)
+    ev = evaluate_mapping(p, MappingDesign((2, 0), ("local", "local"), ("local", "local"), ((), ())))
+    assert any("at least one layer" in v for v in ev.violations)
+
+
+def test_local_capacity_violation_by_hand():
+    # 40 layers of 405B fp8 weights (3.19 GB each = 127.5 GB) do not fit one H100's 80 GiB
+    p = problem(devices=2, modules=0, layers=41, batch_per_stage=1, context_tokens=16, weights=("local",), kv=("local",))
+    ev = evaluate_mapping(p, MappingDesign((40, 1), ("local",) * 41, ("local",) * 41, ((), ())))
+    assert not ev.feasible and any("local memory" in v for v in ev.violations)
+
+
+def test_space_size_counts_partitions_tiers_and_attachments():
+    p = problem(devices=2, modules=2, layers=3, ports=1, weights=("local", "pool"), kv=("local",))
+    # compositions of 3 into 2 = 2; weights tiers: local + 2 modules x 2 tiers = 5 per layer;
+    # attachments per device: none, module 0, module 1
+    assert space_size(p) == 2 * 5**3 * 1**3 * 3 * 3
+    assert list(compositions(4, 2)) == [(1, 3), (2, 2), (3, 1)]
+
+
+def test_paper_assumption_ignores_ports_and_is_linted():
+    from codesign.mapping.commands import lints
+
+    data = generate_mapping(devices=2, modules=2, layers=2, assumed_device_bandwidth_GBps=26_800)
+    inst = mapping_from_data(data)
+    p = build_problem(inst)
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("pool:0:hbm", "pool:1:hbm"), ("local", "local"), ((), ())))
+    assert ev.feasible
+    assert ev.port_load_s == [0.0, 0.0]  # no port model under the assumption
+    assert max(ev.memory_s) >= p.layer.w_read_B / 26_800e9
+    codes = [x["code"] for x in lints(inst)]
+    assert "pool-bandwidth-exceeds-ports" in codes  # 26,800 > 1 port x 900 GB/s
+
+
+# --- exactness: brute force = HiGHS = CP-SAT -----------------------------------------------
+
+TINY = [
+    dict(devices=2, modules=2, layers=3, ports=1, host_GiB=16, batch_per_stage=32, weights=("local", "host", "pool"), kv=("local", "host", "pool")),
+    dict(devices=2, modules=2, layers=3, ports=1, host_GiB=16, objective="energy_per_token_J", weights=("local", "host", "pool"), kv=("local", "pool")),
+    dict(devices=4, modules=4, layers=4, ports=1, batch_per_stage=16, weights=("local", "pool"), kv=("local",)),
+    dict(devices=2, modules=2, layers=4, ports=2, chips=("h200-sxm", "a100-sxm-80gb"), weights=("local", "pool"), kv=("local", "pool"), max_devices_per_module=1),
+    dict(devices=3, modules=2, layers=4, ports=1, weights=("local", "pool"), kv=("local",), tpot_s=0.0112),
+    dict(devices=2, modules=2, layers=3, ports=1, weights=("local", "pool"), kv=("local", "pool"), assumed_device_bandwidth_GBps=26_800),
+]
+
+
+@pytest.mark.parametrize("kw", TINY, ids=[f"tiny{i}" for i in range(len(TINY))])
+def test_brute_force_equals_highs_and_cpsat(kw):
+    inst = mapping_from_data(generate_mapping(**kw))
+    p = build_problem(inst)
+    brute = brute_force_mapping(p)
+    assert brute.points == space_size(p)
+    for solver in ("highs", "cpsat"):
+        sol = solve_mapping(inst, solver=solver)
+        if brute.objective is None:
+            assert sol.status == "infeasible"
+            continue
+        assert sol.status == "optimal", (solver, sol.status, sol.gap)
+        assert sol.objective == pytest.approx(brute.objective, rel=1e-6), solver
+        # the solver's design, re-evaluated by the model, is feasible and has that objective
+        d = MappingDesign(
+            tuple(sol.design["layers_per_stage"]), tuple(sol.design["weights"]), tuple(sol.design["kv"]), tuple(tuple(a) for a in sol.design["attach"])
+        )
+        ev = evaluate_mapping(p, d)
+        assert ev.feasible and ev.objective == pytest.approx(sol.objective, rel=1e-12)
+
+
+def test_tpot_budget_binds_in_brute_force():
+    # the budget of TINY[4] removes designs: fewer feasible points than without it
+    kw = dict(TINY[4])
+    with_budget = brute_force_mapping(problem(**kw))
+    kw.pop("tpot_s")
+    without = brute_force_mapping(problem(**kw))
+    assert 0 < with_budget.feasible_points < without.feasible_points
+
+
+def test_infeasible_when_nothing_fits():
+    # 405B layers with weights local only on two devices of 41 layers: no placement fits
+    inst = mapping_from_data(generate_mapping(devices=2, modules=0, layers=60, batch_per_stage=1, context_tokens=16, weights=("local",), kv=("local",)))
+    sol = solve_mapping(inst, solver="highs")
+    assert sol.status == "infeasible" and sol.design is None
+
+
+# --- files and CLI -------------------------------------------------------------------------
+
+
+def test_bad_mapping_file_is_an_input_error(tmp_path):
+    data = generate_mapping(devices=3, modules=2, layers=4)
+    data["workload"]["batch"] = 10  # not a multiple of 3 stages
+    with pytest.raises(InputError, match="multiple"):
+        mapping_from_data(data, source=tmp_path / "x.toml")
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    data["devices"][0]["chip"] = "h100-sxn"
+    with pytest.raises(InputError, match="h100-sxm"):
+        mapping_from_data(data)
+    data = generate_mapping(devices=2, modules=2, layers=4, workload="deepseek-v3")
+    with pytest.raises(InputError, match="identical decoder layers"):
+        mapping_from_data(data)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codesign", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_solve_evaluate_check(tmp_path):
+    r = _cli("solve", "tiny-pf-mapping", "--json", "--save", "--out-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["kind"] == "mapping" and rec["status"] == "optimal"
+    sol_file = tmp_path / "tiny-pf-mapping.json"
+    assert sol_file.exists() and (tmp_path / "ledger.solu").exists()
+    r = _cli("check-solution", str(sol_file))
+    assert r.returncode == 0, r.stderr + r.stdout
+    r = _cli("evaluate", "tiny-pf-mapping", "--design", str(sol_file), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tokens_per_s"] == pytest.approx(rec["objective"], rel=1e-12)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"layers_per_stage": [2, 2], "weights": ["local"] * 4, "kv": ["local", "locale", "local", "local"], "attach": [[], []]}))
+    r = _cli("evaluate", "tiny-pf-mapping", "--design", str(bad))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "local" in r.stderr
+
+
+def test_named_mapping_instances_load_and_exceed_1e15():
+    from codesign.mapping.spec import list_mapping_instances
+
+    names = list_mapping_instances()
+    assert "tiny-pf-mapping" in names
+    big = [n for n in names if space_size(build_problem(load_mapping(n))) > 10**15]
+    assert len(big) >= 2
+    assert math.comb(125, 15) > 10**15  # 126 layers into 16 stages alone

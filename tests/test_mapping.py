@@ -130,7 +130,7 @@ TINY = [
     dict(devices=2, modules=2, layers=3, ports=1, host_GiB=16, batch_per_stage=32, weights=("local", "host", "pool"), kv=("local", "host", "pool")),
     dict(devices=2, modules=2, layers=3, ports=1, host_GiB=16, objective="energy_per_token_J", weights=("local", "host", "pool"), kv=("local", "pool")),
     dict(devices=4, modules=4, layers=4, ports=1, batch_per_stage=16, weights=("local", "pool"), kv=("local",)),
-    dict(devices=2, modules=2, layers=4, ports=2, chips=("h200-sxm", "a100-sxm-80gb"), weights=("local", "pool"), kv=("local", "pool"), max_devices_per_module=1),
+    dict(devices=2, modules=2, layers=3, ports=2, chips=("h200-sxm", "a100-sxm-80gb"), weights=("local", "pool"), kv=("local", "pool"), max_devices_per_module=1),
     dict(devices=3, modules=2, layers=4, ports=1, weights=("local", "pool"), kv=("local",), tpot_s=0.0112),
     dict(devices=2, modules=2, layers=3, ports=1, weights=("local", "pool"), kv=("local", "pool"), assumed_device_bandwidth_GBps=26_800),
 ]

@@ -635,6 +635,66 @@ def calibrate_cmd(
         out.print_json(dumps(fitted))
 
 
+GENERATORS = {
+    "mapping": ("codesign.mapping.generate", "generate_mapping", "codesign.mapping.spec", "mapping_from_data"),
+    "placement": ("codesign.mapping.placement", "generate_placement", "codesign.mapping.placement", "placement_from_data"),
+}
+
+
+def _parse_value(text: str) -> Any:
+    """``16`` -> 16, ``0.5`` -> 0.5, ``true`` -> True, ``a,b`` -> ("a", "b"), else the string."""
+    try:
+        v = json.loads(text)
+    except json.JSONDecodeError:
+        return tuple(x.strip() for x in text.split(",")) if "," in text else text
+    return tuple(v) if isinstance(v, list) else v
+
+
+@app.command("generate")
+@handles_errors
+def generate_cmd(
+    kind: Annotated[str, typer.Argument(help="mapping | placement")],
+    out_file: Annotated[Path, typer.Option("-o", "--out", help="the .toml to write (atomically)")],
+    params: Annotated[list[str] | None, typer.Option("--set", help="generator parameter=value (repeatable), e.g. devices=16")] = None,
+) -> None:
+    """Write a generated mapping or placement instance (sizes scale for benchmarks).
+
+    Parameters are the generator function's keyword arguments (see `--set help=1`)."""
+    import importlib
+    import inspect
+
+    import tomli_w
+
+    from codesign.errors import did_you_mean
+    from codesign.jsonio import write_text_atomic
+
+    if kind not in GENERATORS:
+        raise InputError("unknown instance kind", value=kind, expected=" | ".join(GENERATORS), suggestion=did_you_mean(kind, list(GENERATORS)))
+    gen_mod, gen_fn, load_mod, load_fn = GENERATORS[kind]
+    fn = getattr(importlib.import_module(gen_mod), gen_fn)
+    names = [n for n in inspect.signature(fn).parameters]
+    kwargs: dict[str, Any] = {}
+    for item in params or []:
+        if "=" not in item:
+            raise InputError("--set takes parameter=value", value=item, expected=f"one of {names}")
+        k, v = (x.strip() for x in item.split("=", 1))
+        if k == "help":
+            out.print(f"{gen_mod}.{gen_fn}{inspect.signature(fn)}\n\n{inspect.getdoc(fn)}")
+            return
+        if k not in names:
+            raise InputError("unknown generator parameter", key=k, expected=f"one of {names}", suggestion=did_you_mean(k, names))
+        kwargs[k] = _parse_value(v)
+    if out_file.suffix != ".toml":
+        raise InputError("the output must be a .toml file", file=out_file)
+    try:
+        data = fn(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"generator rejected the parameters: {exc}", value=kwargs) from None
+    getattr(importlib.import_module(load_mod), load_fn)(data, source=out_file)  # validates
+    write_text_atomic(out_file, tomli_w.dumps(data))
+    out.print(f"wrote {out_file} ({data['name']})")
+
+
 def main() -> None:
     app()
 

@@ -220,3 +220,14 @@ def test_named_mapping_instances_load_and_exceed_1e15():
     big = [n for n in names if space_size(build_problem(load_mapping(n))) > 10**15]
     assert len(big) >= 2
     assert math.comb(125, 15) > 10**15  # 126 layers into 16 stages alone
+
+
+def test_cli_generate_writes_a_loadable_instance(tmp_path):
+    out = tmp_path / "gen.toml"
+    r = _cli("generate", "mapping", "-o", str(out), "--set", "devices=3", "--set", "modules=2", "--set", "layers=6", "--set", "chips=h200-sxm,h100-sxm")
+    assert r.returncode == 0, r.stderr
+    inst = load_mapping(str(out))
+    assert [g.chip for g in inst.spec.devices] == ["h200-sxm", "h100-sxm"]
+    assert sum(g.count for g in inst.spec.devices) == 3 and inst.spec.workload.layers == 6
+    r = _cli("generate", "mapping", "-o", str(out), "--set", "devics=3")
+    assert r.returncode == 2 and "did you mean 'devices'" in r.stderr

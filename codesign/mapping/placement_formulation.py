@@ -36,6 +36,8 @@ from codesign.formulation.mip import MIP
 from codesign.model.placement import PlacementDesign, PlacementProblem, group_patterns, pattern_cost
 
 TIME_UNIT_S = 1e-6
+#: largest lexicographic weight used in a symmetry row (exact in double precision and CP-SAT)
+LEX_WEIGHT_LIMIT = 1e7
 ENERGY_UNIT_J = 1e-3
 
 
@@ -128,10 +130,29 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
                 f"expert[{d}]", [X, U, *idx], [1.0, -sig] + [-(1 - sig) * (a + b) for a, b in zip(cval, mval, strict=True)], lb=(1 - sig) * (c0 + m0)
             )
 
+    # valid lower bounds (§5, cuts): every expert sits on some device, so the device holding a
+    # class-c expert costs at least one such expert; the m_c experts of class c on D devices put
+    # ceil(m_c/D) of them on one device; the E experts put ceil(E/D) on one device, costing at
+    # least the ceil(E/D) cheapest experts
+    unit_cost = sorted(
+        [(cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members] if sig == 0.0 else [max(cc * cl.p, mm * cl.q) * sig + (1 - sig) * (cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members]
+    )
+    lb_x = c0 + m0 + sum(unit_cost[: math.ceil(pb.experts / D)]) if sig == 0.0 else 0.0
+    for cl in pb.classes:
+        per = math.ceil(len(cl.members) / D)
+        if sig == 0.0:
+            lb_x = max(lb_x, c0 + m0 + per * (cc * cl.p + mm * cl.q))
+    if lb_x > 0:
+        mip.add_row("cut-expert", [X], [1.0], lb=lb_x)
+
     # --- dispatch (P5); combine = (a_c/a_d) x dispatch ---
     Dl = mip.add_var("Delta", 0.0, dl_ub)
     up = ds / pb.up_Bps / tu if pb.up_Bps else 0.0
     out = ds / pb.out_Bps / tu
+    # the device holding the hottest expert receives at least p_max from the others (cut)
+    recv = min(max((D - s) * out, (s - 1) * up) for s in pb.domains)
+    if recv > 0:
+        mip.add_row("cut-dispatch", [Dl], [1.0], lb=recv * max(cl.p for cl in pb.classes))
     for d in range(D):
         kk = pb.domain_of[d]
         dom = pb.domain_devices(kk)
@@ -178,12 +199,22 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
             mip.add_row(f"members[{kk}]", idx, val, lb=pb.domains[kk], ub=pb.domains[kk])
 
     # --- symmetry breaking (§5) ---
+    # devices of one domain: count vectors in non-increasing lexicographic order (class 0 most
+    # significant), one row per neighbour pair with weights W_c = Π_{c' > c} (ub_c' + 1); when
+    # those weights would be too large for exact arithmetic, order by expected load instead
+    ubs = [max(0, min(len(cl.members), cap)) for cl in pb.classes]
+    W = [math.prod(u + 1 for u in ubs[c + 1 :]) for c in range(C)]
+    lex = W[0] * (ubs[0] + 1) <= LEX_WEIGHT_LIMIT
     for kk in range(K):
         dom = pb.domain_devices(kk)
         for a, b in itertools.pairwise(dom):
-            ia, va = load([a])
-            ib, vb = load([b], -1.0)
-            mip.add_row(f"sym-device[{a}]", ia + ib, va + vb, lb=0.0)
+            if lex:
+                idx = [n[c, a] for c in range(C)] + [n[c, b] for c in range(C)]
+                mip.add_row(f"sym-device[{a}]", idx, [float(x) for x in W] + [-float(x) for x in W], lb=0.0)
+            else:
+                ia, va = load([a])
+                ib, vb = load([b], -1.0)
+                mip.add_row(f"sym-device[{a}]", ia + ib, va + vb, lb=0.0)
     for kk in range(K - 1):
         nxt = next((j for j in range(kk + 1, K) if pb.domains[j] == pb.domains[kk]), None)
         if nxt is None:

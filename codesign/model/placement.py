@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, pairwise
 from typing import Any
 
 import networkx as nx
@@ -102,18 +102,20 @@ def routing_probabilities(weights: np.ndarray, top_k: int) -> np.ndarray:
 def zipf_weights(experts: int, exponent: float, levels: int | None = None) -> np.ndarray:
     """Zipf weights r^(−s) for the experts in rank order (expert 0 the most popular).
 
-    With ``levels``, the ranks are cut into ``levels`` contiguous bins of (nearly) equal size and
-    every expert gets the mean weight of its bin: a histogram of the Zipf profile with that many
-    distinct frequencies (classes of interchangeable experts, placement.md §4).
+    With ``levels``, the ranks are cut into ``levels`` contiguous bins with log-spaced edges
+    round(E^(i/levels)) (for E = 256 and 4 levels: ranks 1-4, 5-16, 17-64, 65-256), and every
+    expert gets the mean weight of its bin: a log-binned histogram of the Zipf profile with that
+    many distinct frequencies (classes of interchangeable experts, placement.md §4). Empty bins
+    (small E) are merged into the next one.
     """
     r = np.arange(1, experts + 1, dtype=float)
     w = r ** (-float(exponent))
     if levels is None or levels >= experts:
         return w
-    bins = np.array_split(np.arange(experts), levels)
+    edges = sorted({0, experts, *(round(experts ** (i / levels)) for i in range(1, levels))})
     out = np.empty(experts)
-    for b in bins:
-        out[b] = w[b].mean()
+    for lo, hi in pairwise(edges):
+        out[lo:hi] = w[lo:hi].mean()
     return out
 
 

@@ -1,0 +1,209 @@
+"""Placement instances (issue 4 items 3-4): expert placement and TP-group-to-topology placement.
+
+Brute force over every per-expert placement and every TP-group partition equals the MIP optimum
+with HiGHS and with CP-SAT (both objectives, skewed profiles, equal and unequal domains); the
+model's hand-derivable pieces match hand-derived numbers; stored solutions re-verify.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from codesign.cli import app
+from codesign.mapping.placement import generate_placement, load_placement, placement_from_data
+from codesign.mapping.placement_formulation import build_placement, to_user
+from codesign.mapping.placement_solve import (
+    brute_force_placement,
+    check_placement_solution,
+    solve_placement,
+)
+from codesign.model.placement import (
+    PlacementDesign,
+    assess,
+    build_problem,
+    evaluate_placement,
+    pattern_cost,
+    routing_probabilities,
+    space_size,
+    zipf_weights,
+)
+from codesign.model.workload import expected_experts_touched, load_workload
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = "tiny-placement-mixtral"
+REL = 1e-9
+
+
+def tiny_raw() -> dict:
+    return copy.deepcopy(load_placement(TINY).raw)
+
+
+def check_brute_equals_mip(raw: dict) -> None:
+    inst = placement_from_data(raw)
+    pb = build_problem(inst)
+    brute = brute_force_placement(pb)
+    assert brute.objective is not None
+    for solver in ("highs", "cpsat"):
+        sol = solve_placement(inst, solver=solver, problem=pb)
+        assert sol.status == "optimal", (solver, sol.termination)
+        assert sol.objective == pytest.approx(brute.objective, rel=1e-7), solver
+        # the decoded design, evaluated by the model, has the MIP's objective
+        ev = evaluate_placement(pb, PlacementDesign(tuple(sol.design["experts"]), tuple(map(tuple, sol.design["groups"]))))
+        assert ev.feasible and ev.objective == pytest.approx(sol.objective, rel=REL)
+
+
+def test_brute_force_equals_mip_tokens_per_s():
+    check_brute_equals_mip(tiny_raw())
+
+
+def test_brute_force_equals_mip_energy():
+    raw = tiny_raw()
+    raw["objective"] = {"metric": "energy_per_token_J"}
+    check_brute_equals_mip(raw)
+
+
+def test_brute_force_equals_mip_unequal_domains_zipf():
+    """Domains of 3 and 1: TP groups of 2 cannot all stay inside a domain (item 4 decides which)."""
+    raw = tiny_raw()
+    raw["devices"]["domains"] = [3, 1]
+    raw["routing"] = {"profile": "zipf", "zipf_exponent": 1.2, "levels": 3}
+    check_brute_equals_mip(raw)
+    raw["objective"] = {"metric": "energy_per_token_J"}
+    check_brute_equals_mip(raw)
+
+
+def test_brute_force_equals_mip_with_capacity_and_budget():
+    raw = tiny_raw()
+    raw["devices"]["tp"] = 1
+    raw["devices"]["domains"] = [1, 3]
+    pb = build_problem(placement_from_data(raw))
+    # room for exactly 3 experts per device (H100: usable = raw - 6.75 GiB reserve)
+    cap_GiB = (pb.fixed_store_B + 3.5 * pb.expert_store_B + 6.75 * 2**30) / 2**30
+    raw["devices"]["memory_capacity_GiB"] = cap_GiB
+    assert build_problem(placement_from_data(raw)).max_experts_per_device == 3
+    raw["objective"] = {"metric": "energy_per_token_J"}
+    raw["budgets"] = {"tpot_s": 2.5e-3}
+    check_brute_equals_mip(raw)
+
+
+def test_generator_instance_brute_equals_mip():
+    d = generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2, zipf_exponent=0.8, levels=3, seed=3)
+    assert d == generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2, zipf_exponent=0.8, levels=3, seed=3)
+    assert d["kind"] == "placement" and len(d["routing"]["weights"]) == 8
+    check_brute_equals_mip(d)
+    frag = generate_placement(32, None, 8, fragmented=True, seed=1)
+    assert sum(frag["devices"]["domains"]) == 32 and len(frag["devices"]["domains"]) == 8
+    assert space_size(build_problem(placement_from_data(frag))) > 10**15
+
+
+# --- hand-derived pieces of the model ----------------------------------------------------------
+
+
+def test_routing_probabilities_cap_and_sum():
+    # k = 2 of 4 experts, weights 10:1:1:1: 2·10/13 > 1 -> capped at 1, the other 1 spread evenly
+    p = routing_probabilities(np.array([10.0, 1, 1, 1]), 2)
+    assert p == pytest.approx([1.0, 1 / 3, 1 / 3, 1 / 3])
+    p = routing_probabilities(np.array([2.0, 1, 1]), 2)
+    assert p == pytest.approx([1.0, 0.5, 0.5])
+    assert routing_probabilities(np.ones(8), 2) == pytest.approx(np.full(8, 0.25))
+
+
+def test_zipf_levels_are_log_binned_means():
+    w = zipf_weights(16, 1.0, levels=2)  # edges 0, round(16^0.5) = 4, 16
+    assert w[:4] == pytest.approx(np.full(4, (1 + 1 / 2 + 1 / 3 + 1 / 4) / 4))
+    assert w[4:] == pytest.approx(np.full(12, sum(1 / r for r in range(5, 17)) / 12))
+    assert len(set(zipf_weights(256, 0.5, levels=4).tolist())) == 4
+
+
+def test_uniform_touch_probability_matches_workload_model():
+    raw = tiny_raw()
+    raw["routing"] = {"profile": "uniform"}
+    raw["workload"]["batch"] = 4
+    pb = build_problem(placement_from_data(raw))
+    assert pb.q.sum() == pytest.approx(float(expected_experts_touched(8, 2, 4)), rel=1e-12)
+    assert len(pb.classes) == 1
+
+
+def test_dispatch_and_allreduce_by_hand():
+    """Experts 0-3 on device 0, 4-7 on device 1 (domain 0), uniform routing: P = [1, 1, 0, 0]."""
+    raw = tiny_raw()
+    raw["routing"] = {"profile": "uniform"}
+    pb = build_problem(placement_from_data(raw))
+    A = np.array([[0, 0, 0, 0, 1, 1, 1, 1]])
+    a = assess(pb, A, 0.0, 0.0)
+    tau, h = 256 / 4, 4096
+    per = tau * h * 2.0  # bytes per unit of load, bf16 dispatch
+    up, out = pb.up_Bps, pb.out_Bps
+    # device 0: receives (S-1)·per·1 over NVLink and (D-S)·per·1 = 2·per over IB; its domain's
+    # load is 2 = k, so it sends nothing out; it sends per·(P_K - P_d) = per to device 1
+    assert a.dispatch_s[0, 0] == pytest.approx(max(per / up, 2 * per / out))
+    # device 2 (other domain, no experts): sends per·k = 2·per over IB, receives nothing
+    assert a.dispatch_s[0, 2] == pytest.approx(2 * per / out)
+    # a TP group of 2 inside a domain: ring all-reduce 2(t-1)/t·M over NVLink + 2(t-1) latencies
+    M = (256 / 2) * h * 2.0
+    t_in, e_in = pattern_cost(pb, (2, 0))
+    assert t_in == pytest.approx(M / up + 2 * pb.up_latency_s)
+    assert e_in == pytest.approx(2 * M * pb.J_per_B_up)
+    # split 1 + 1: no intra phase; all-reduce across 2 parts of the full message over IB
+    t_x, e_x = pattern_cost(pb, (1, 1))
+    assert t_x == pytest.approx(M / out + 2 * pb.out_latency_s)
+    assert e_x == pytest.approx(2 * M * pb.J_per_B_out)
+    assert pb.J_per_B_up == pytest.approx(50 * 8e-12) and pb.J_per_B_out == pytest.approx(165 * 8e-12)
+
+
+def test_capacity_per_device_by_hand():
+    pb = build_problem(load_placement(TINY))
+    w = load_workload("mixtral-8x7b")
+    expert = 3 * w.hidden_size * w.moe.expert_ffn_hidden_size  # gated: gate, up, down; fp8 = 1 B
+    assert pb.expert_store_B == pytest.approx(4 * expert)  # 4 MoE layers
+    assert pb.capacity_B == pytest.approx((80 - 6.75) * 2**30)
+
+
+def test_space_size_counts_experts_and_groups():
+    pb = build_problem(load_placement(TINY))
+    assert space_size(pb) == 4**8 * math.factorial(4) // 2**2
+
+
+def test_mip_objective_of_decoded_design_equals_model():
+    inst = load_placement(TINY)
+    pb = build_problem(inst)
+    pm = build_placement(pb)
+    from codesign.backends import solve
+
+    res = solve(pm.mip, "highs")
+    ev = evaluate_placement(pb, pm.decode(res.x))
+    assert to_user(pb, res.objective, pm.objective_unit) == pytest.approx(ev.objective, rel=1e-9)
+
+
+def test_cli_solve_save_and_check(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(app, ["solve", TINY, "--save", "--out-dir", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    for key in ("instance", "instance_hash", "kind", "solver", "status", "sense", "objective_metric", "objective", "bound", "gap", "design", "space_size"):
+        assert key in data
+    assert data["kind"] == "placement" and data["status"] == "optimal"
+    path = tmp_path / f"{TINY}.json"
+    assert path.exists() and (tmp_path / "ledger.solu").exists()
+    assert check_placement_solution(json.loads(path.read_text()), path)["ok"]
+    r = runner.invoke(app, ["evaluate", TINY, "--design", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["objective"] == pytest.approx(data["objective"], rel=REL)
+
+
+STORED = sorted(p for p in (REPO / "solutions" / "mapping").glob("*.json") if json.loads(p.read_text()).get("kind") == "placement")
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.stem for p in STORED])
+def test_stored_placement_solutions_reproduce(path):
+    data = json.loads(path.read_text())
+    assert data["status"] == "optimal"
+    assert (data.get("cross_check") or {}).get("agree") is True
+    assert check_placement_solution(data, path)["ok"]

@@ -47,7 +47,11 @@ from codesign.errors import InputError
 #: chip family -> catalog chip ids; calibration is fitted per family and written to the
 #: ``[chips.<id>]`` table of every chip of a fitted family
 CHIP_FAMILIES: dict[str, tuple[str, ...]] = {
-    "ampere": ("a100-sxm-80gb", "a100-pcie-80gb"),
+    # the 400 W SXM module on NVLink 3 and the 300 W PCIe card on PCIe: same GA100 silicon, but a
+    # different power limit (sustained clock) and a different TP fabric (VALIDATION.md §5.4), so
+    # one family's efficiencies and collective latency cannot describe both
+    "ampere": ("a100-sxm-80gb",),
+    "ampere-pcie": ("a100-pcie-80gb",),
     "hopper": ("h100-sxm", "h200-sxm"),
     "ada": ("l40s",),
     "blackwell": ("b200", "gb200"),
@@ -71,7 +75,8 @@ BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
 }
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
-FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap")
+FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
+              "collective_latency_us")
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
@@ -81,6 +86,11 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     # incl. weights) leave no room for more than a few tens of microseconds per layer.
     "layer_overhead_us": (0.0, 50.0),
     "stream_overlap": (0.0, 1.0),
+    # one TP all-reduce call: kernel launch plus the cross-rank flag barrier, whatever the message
+    # size. Small-message all-reduces inside one server take of the order of 10 us (a few us for
+    # TensorRT-LLM's one-shot kernel on NVLink, tens of us for NCCL over PCIe); an assumption of
+    # order of magnitude, not a measured figure: 30 us bounds it
+    "collective_latency_us": (0.0, 30.0),
     # memory the runtime holds besides weights and KV cache: CUDA context (~0.5-1 GiB), the
     # engine's activation workspace and logits buffers (a few GiB)
     "runtime_reserve_GiB": (0.0, 16.0),
@@ -426,13 +436,14 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 
 
 # --- terms and re-composition -----------------------------------------------------------------
-STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers")
+STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collectives")
 
 
 @dataclass
 class RowTerms:
     """Calibration-free stage-step terms of one evaluated row: seconds at efficiency 1 (compute,
-    local memory, link bytes), seconds as modelled (pooled memory, link latency), layers per stage."""
+    local memory, link bytes), seconds as modelled (pooled memory, link latency), layers per stage,
+    collective calls per step."""
 
     batch: int
     dp: float
@@ -466,6 +477,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
             "layers": layers,
+            "collectives": 2.0 * layers * (row.tp > 1),  # eq. 4.10a
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -477,6 +489,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / me, p = pool:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
+          + collectives x collective latency
     """
     o = cal["stream_overlap"]
     c = t["compute"] / cal["compute_efficiency"]
@@ -488,6 +501,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
         + t["net_bw"] / cal["network_efficiency"]
         + t["net_latency"]
         + t["layers"] * cal["layer_overhead_us"] * 1e-6
+        + t["collectives"] * cal["collective_latency_us"] * 1e-6
     )
 
 
@@ -850,30 +864,34 @@ def _round_s(pre: dict[str, np.ndarray], dec: dict[str, np.ndarray], sel: np.nda
     return pp * t_p + pp * np.maximum(osl - 1, 0) * t_d
 
 
+#: fitted fields in microseconds (searched linearly, in units of 10 µs)
+_MICROSECONDS = ("layer_overhead_us", "collective_latency_us")
+
+
 def _to_cal(z: np.ndarray, base: dict[str, float], free: Sequence[str]) -> dict[str, float]:
-    """Optimiser coordinates -> calibration (log for efficiencies, µs/10 for the overhead, the
+    """Optimiser coordinates -> calibration (log for efficiencies, µs/10 for the overheads, the
     overlap itself), clipped to FIT_BOUNDS."""
     cal = dict(base)
     for i, k in enumerate(free):
         lo, hi = FIT_BOUNDS[k]
-        v = 10.0 * z[i] if k == "layer_overhead_us" else z[i] if k == "stream_overlap" else math.exp(z[i])
+        v = 10.0 * z[i] if k in _MICROSECONDS else z[i] if k == "stream_overlap" else math.exp(z[i])
         cal[k] = min(max(v, lo), hi)
     return cal
 
 
 def _from_cal(cal: dict[str, float], free: Sequence[str]) -> np.ndarray:
-    return np.array([cal[k] / 10.0 if k == "layer_overhead_us" else cal[k] if k == "stream_overlap" else math.log(cal[k])
+    return np.array([cal[k] / 10.0 if k in _MICROSECONDS else cal[k] if k == "stream_overlap" else math.log(cal[k])
                      for k in free])
 
 
 #: deterministic starting points of the simplex search
 _STARTS = (
     {"compute_efficiency": 0.6, "memory_efficiency": 0.8, "network_efficiency": 0.6, "layer_overhead_us": 10.0,
-     "stream_overlap": 0.5},
+     "stream_overlap": 0.5, "collective_latency_us": 10.0},
     {"compute_efficiency": 0.4, "memory_efficiency": 0.6, "network_efficiency": 0.3, "layer_overhead_us": 2.0,
-     "stream_overlap": 0.2},
+     "stream_overlap": 0.2, "collective_latency_us": 3.0},
     {"compute_efficiency": 0.8, "memory_efficiency": 0.9, "network_efficiency": 0.9, "layer_overhead_us": 30.0,
-     "stream_overlap": 0.8},
+     "stream_overlap": 0.8, "collective_latency_us": 30.0},
 )
 
 

@@ -146,8 +146,10 @@ def test_metric_from_steps_by_hand():
 
 
 def test_stream_overlap_interpolates_between_the_max_and_the_sum():
-    t = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0}
-    cal = {"compute_efficiency": 0.5, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0}
+    t = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
+         "collectives": 0.0}
+    cal = {"compute_efficiency": 0.5, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
+           "collective_latency_us": 0.0}
     assert V.step_time(t, cal | {"stream_overlap": 1.0}) == pytest.approx(2.0)  # max(2, 2)
     assert V.step_time(t, cal | {"stream_overlap": 0.0}) == pytest.approx(4.0)  # 2 + 2
     assert V.step_time(t, cal | {"stream_overlap": 0.5}) == pytest.approx(3.0)
@@ -176,9 +178,28 @@ def test_the_step_form_splits_every_stream_by_the_overlap():
     c = m["prefill_step.compute_s"] + m["prefill_step.compute_overlapped_s"]
     mem = m["prefill_step.memory_local_s"] + m["prefill_step.memory_local_overlapped_s"]
     rest = sum(m[f"prefill_step.{k}_s"] for k in ("scale_up_bw", "scale_up_latency", "scale_out_bw",
-                                                   "scale_out_latency", "overhead"))
+                                                   "scale_out_latency", "overhead", "collective_latency"))
     o = calibration_for("h100-sxm").stream_overlap
     assert m["prefill_step_s"] == pytest.approx(o * max(c, mem) + (1 - o) * (c + mem) + rest, rel=1e-12)
+
+
+def test_every_tp_all_reduce_pays_the_collective_latency():
+    """Two all-reduces per layer at TP > 1 (eq. 4.10a), each charged the fixed collective latency
+    (eq. 3.13d): Llama 70B (80 layers) at TP4 has 160 collective calls per stage step, at TP1
+    none; step_time adds collectives x latency (160 x 5 us = 0.8 ms)."""
+    from codesign.model.hardware import calibration_for
+
+    lat = calibration_for("h100-sxm").collective_latency_us * 1e-6
+    m4 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=4, tp=4, isl=1000, osl=1000), 64).workload_metrics["main"]
+    m1 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=1, tp=1, isl=1000, osl=1000), 4).workload_metrics["main"]
+    for phase in ("prefill", "decode"):
+        assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(160 * lat, rel=1e-12)
+        assert m1[f"{phase}_step.collective_latency_s"] == 0.0
+    t = {"compute": 0.0, "memory_local": 0.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
+         "collectives": 160.0}
+    cal = {"compute_efficiency": 1.0, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
+           "stream_overlap": 0.0, "collective_latency_us": 5.0}
+    assert V.step_time(t, cal) == pytest.approx(0.8e-3, rel=1e-12)
 
 
 def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():

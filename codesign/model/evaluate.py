@@ -106,7 +106,7 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
 
         o·max(compute, local memory, pooled memory) + (1 − o)·(compute + local memory + pooled memory)
 
-    plus communication and per-layer overhead. Each stream is two products of the same schedule
+    plus communication, per-collective latency and per-layer overhead. Each stream is two products of the same schedule
     column with the hardware columns ``<col>_ovl`` = o·col (in the max group) and ``<col>_seq`` =
     (1 − o)·col (added); o·max(x, y, z) = max(o·x, o·y, o·z) since o ≥ 0.
 
@@ -133,6 +133,7 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
         Product(f"{tag}.overhead", s("layers"), hw("s_per_layer")),
+        Product(f"{tag}.collective_latency", s("collectives"), hw("s_per_collective")),
     )
     return Form(linear, (streams,))
 

@@ -48,6 +48,7 @@ PHASE_FEATURES = (
     "bytes_scale_out",
     "steps_scale_out",
     "layers",
+    "collectives",
 )
 
 
@@ -189,6 +190,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_scale_out"] = per_layer * ar.scale_out_B + has_p2p * p2p.scale_out_B
         f[f"{phase}.steps_scale_out"] = per_layer * ar.scale_out_steps + has_p2p * p2p.scale_out_steps
         f[f"{phase}.layers"] = layers_stage
+        # collective calls of the step (eq. 4.10a): the two TP all-reduces of every layer, each a
+        # kernel whose ranks synchronise whatever the message size
+        f[f"{phase}.collectives"] = per_layer
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
 

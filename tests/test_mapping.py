@@ -231,3 +231,25 @@ def test_cli_generate_writes_a_loadable_instance(tmp_path):
     assert sum(g.count for g in inst.spec.devices) == 3 and inst.spec.workload.layers == 6
     r = _cli("generate", "mapping", "-o", str(out), "--set", "devics=3")
     assert r.returncode == 2 and "did you mean 'devices'" in r.stderr
+
+
+def _stored_solutions():
+    from pathlib import Path
+
+    return sorted((Path(__file__).resolve().parent.parent / "solutions" / "mapping").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _stored_solutions(), ids=lambda p: p.stem)
+def test_stored_mapping_solutions_reverify(path):
+    """Every committed mapping/placement solution is reproduced by the current model (a model or
+    calibration change makes them stale: re-solve with `codesign solve NAME --cross-check --save`)."""
+    import importlib
+
+    from codesign.jsonio import read_json
+    from codesign.mapping.spec import KIND_COMMANDS
+
+    data = read_json(path)
+    report = importlib.import_module(KIND_COMMANDS[data["kind"]]).check_solution(data, path)
+    assert report["ok"], report["message"]
+    assert data["status"] == "optimal"
+    assert (data.get("cross_check") or {}).get("agree") is True

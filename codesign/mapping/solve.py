@@ -29,6 +29,9 @@ from codesign.solve import GAP_TOL, _provenance, check_solver
 #: the MIP's objective of a decoded design and the model's must agree to this (HiGHS meets rows
 #: within its feasibility tolerance, 1e-7 absolute on microsecond rows)
 OBJECTIVE_RTOL = 1e-6
+#: largest integer coefficient of the CP-SAT scaling (the backend's default is 1e9; row
+#: activities stay below its MAX_ACTIVITY = 2^61 whatever this is)
+CPSAT_MAX_COEFFICIENT = 1e12
 #: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
 AGREEMENT_RTOL = 2 * GAP_TOL
 
@@ -98,6 +101,11 @@ def solve_mapping(
             progress(conv(inc), conv(bnd), gap, elapsed)
 
         opts["progress"] = _progress
+    if solver == "cpsat":
+        # larger integer coefficients than the backend's default: the period enters the energy
+        # objective on a grid of ~1e9 steps, and the objective's rounding error must stay well
+        # below GAP_TOL (measured: 1.2e-6 relative with 1e9, 1.2e-9 with 1e12)
+        opts["max_coefficient"] = CPSAT_MAX_COEFFICIENT
     res = backend_solve(mm.mip, solver, **opts)
     sense = objective_sense(p)
     design = metrics = None

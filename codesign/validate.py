@@ -1126,6 +1126,8 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-16-bit-embeddings", "embeddings"),
     _without("model-without-engine-memory-rule", "memory"),
     _without("model-without-pcie-scale-up", "pcie"),
+    # the fixed latency of a TP collective call removed (only the links' per-step latency)
+    Variant("model-without-collective-latency", fixed=(("collective_latency_us", 0.0),)),
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

@@ -1,4 +1,4 @@
-"""The mapping MIP: an exact compilation of :mod:`codesign.model.mapping` (codesign.md §7).
+"""The mapping MIP: an exact compilation of :mod:`codesign.model.mapping` (formulations/mapping.md §2).
 
 Aggregation (exact because every decoder layer is alike): a design is described by integer
 counts per device — ``n[d]`` layers, ``cw[d,t]`` of them with weights in tier ``t``, ``ck[d,t]``

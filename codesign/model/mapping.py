@@ -1,4 +1,4 @@
-"""The mapping model: pipeline stages, tier placement and appliance attachment (model.md §9).
+"""The mapping model: pipeline stages, tier placement and appliance attachment (formulations/mapping.md §1).
 
 A mapping instance (:mod:`codesign.mapping.spec`) serves one model in steady-state pipelined
 decode: the ``D`` devices are the pipeline stages in the listed order, the ``B`` sequences form

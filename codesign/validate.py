@@ -238,7 +238,12 @@ class Variant:
     #: requests per replica, and they run in waves of the batch, the last one partial
     request_waves: bool = False
 
+    #: ablation of §5.2: the A100 PCIe card calibrated with the A100 SXM module (one "ampere" family)
+    ampere_one_family: bool = False
+
     def group_of(self, chip: str) -> str:
+        if self.ampere_one_family and chip in AMPERE_BEFORE:
+            return "ampere"
         return chip if self.per_chip else family_of(chip)
 
     @property
@@ -247,6 +252,8 @@ class Variant:
 
 
 MODEL = Variant()
+#: the chips of the "ampere" family before the A100 PCIe card got its own (``ampere_one_family``)
+AMPERE_BEFORE = ("a100-sxm-80gb", "a100-pcie-80gb")
 
 
 @contextmanager
@@ -1102,32 +1109,38 @@ _UNDO = {
     "embeddings": {"embeddings_at_weight_precision": True},
     "memory": {"memory_rule": "total-fraction"},
     "pcie": {"pcie_as_before": True},
+    "collective": {"fixed": (("collective_latency_us", 0.0),)},
+    "families": {"ampere_one_family": True},
 }
 
 
 def _without(name: str, *undo: str, **extra: Any) -> Variant:
     kw: dict[str, Any] = {}
     for u in undo:
-        kw.update(_UNDO[u])
+        for k, v in _UNDO[u].items():
+            kw[k] = kw.get(k, ()) + v if k == "fixed" else v
     return Variant(name, **kw, **extra)
 
 
 PROPOSALS: tuple[Variant, ...] = (
     MODEL,
     # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
-    # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, and
-    # (= the model) the A100 PCIe cards' scale-up over PCIe
-    _without("before", "overlap", "embeddings", "memory", "pcie"),
-    _without("+stream-overlap", "embeddings", "memory", "pcie"),
-    _without("+16-bit-embeddings", "memory", "pcie"),
-    _without("+engine-memory-rule", "pcie"),
+    # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
+    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family and (= the
+    # model) the fixed latency of every TP collective call
+    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective"),
+    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective"),
+    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective"),
+    _without("+engine-memory-rule", "pcie", "families", "collective"),
+    _without("+pcie-scale-up", "families", "collective"),
+    _without("+a100-pcie-own-family", "collective"),
     # each change removed from the model alone
     _without("model-without-stream-overlap", "overlap"),
     _without("model-without-16-bit-embeddings", "embeddings"),
     _without("model-without-engine-memory-rule", "memory"),
     _without("model-without-pcie-scale-up", "pcie"),
-    # the fixed latency of a TP collective call removed (only the links' per-step latency)
-    Variant("model-without-collective-latency", fixed=(("collective_latency_us", 0.0),)),
+    _without("model-without-a100-pcie-own-family", "families"),
+    _without("model-without-collective-latency", "collective"),
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

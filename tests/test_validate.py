@@ -377,3 +377,17 @@ def test_write_calibration_updates_only_the_fitted_chips(tmp_path):
     assert cal.default == before.default
     assert {k: v for k, v in cal.chips.items() if k != "l40s"} == {k: v for k, v in before.chips.items() if k != "l40s"}
     assert "# kernel launches" in target.read_text()  # comments of [default] are kept
+
+
+def test_the_a100_pcie_card_is_its_own_calibration_family():
+    """The 300 W PCIe card on PCIe and the 400 W SXM module on NVLink 3 are fitted apart
+    (VALIDATION.md §5.4); the ablation puts them back in one family; H100 and H200 stay one."""
+    assert V.family_of("a100-pcie-80gb") == "ampere-pcie"
+    assert V.family_of("a100-sxm-80gb") == "ampere"
+    assert V.family_of("h100-sxm") == V.family_of("h200-sxm") == "hopper"
+    one = V.Variant("x", ampere_one_family=True)
+    assert one.group_of("a100-pcie-80gb") == one.group_of("a100-sxm-80gb") == "ampere"
+    assert one.group_of("l40s") == "ada"
+    before = next(v for v in V.PROPOSALS if v.name == "before")
+    assert dict(before.fixed) == {"stream_overlap": 1.0, "collective_latency_us": 0.0}
+    assert before.ampere_one_family and before.pcie_as_before

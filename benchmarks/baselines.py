@@ -46,11 +46,18 @@ class Evaluator:
         self.specs = {w.name: w for w in inst.workloads}
         self.forms = {w.name: workload_forms(tables.scheds[w.name], w.precision) for w in inst.workloads}
         self._hcol: dict[str, np.ndarray] = {}
-        self.hw_index = {tuple(_py(v[i]) for v in tables.hw.decisions.values()): i for i in range(tables.hw.size)}
+        self._hw_index: dict | None = None
         self.sched_index = {
             w: {tuple(_py(v[i]) for v in st.decisions.values()): i for i in range(st.size)}
             for w, st in tables.scheds.items()
         }
+
+    @property
+    def hw_index(self) -> dict:
+        if self._hw_index is None:
+            cols = [v.tolist() for v in self.tables.hw.decisions.values()]
+            self._hw_index = {t: i for i, t in enumerate(zip(*cols, strict=True))}
+        return self._hw_index
 
     def hcol(self, name: str) -> np.ndarray:
         if name not in self._hcol:
@@ -205,41 +212,17 @@ def decomposed(inst: Instance, tables: Tables) -> dict:
 
 
 def decomposed_pruned(inst: Instance, tables: Tables) -> dict:
-    """Decomposed exact enumeration with bound-based pruning across workloads."""
+    """Decomposed exact enumeration with bound-based pruning across workloads (hardware
+    budgets first; workloads one at a time; a design is dropped once its partial sum exceeds
+    the incumbent; see :func:`codesign.space.hardware_values` with ``prune``)."""
     from codesign.space import hardware_values
 
     t0 = time.perf_counter()
-    hw = tables.hw
-    cons = constraints(inst, hw, tables.scheds)
-    ok = np.ones(hw.size, dtype=bool)
-    ev = Evaluator(inst, tables)
-    one = tables.scheds[inst.workloads[0].name]
-    for c in cons:
-        if c.workload is None:
-            lhs = ev.lhs(c, one, np.arange(hw.size), np.zeros(hw.size, dtype=int))
-            ok &= holds(lhs, c.rhs + (ev.hcol(c.rhs_hw) if c.rhs_hw else 0.0))
-    rows = np.flatnonzero(ok)
-    partial = np.zeros(len(rows))
-    incumbent = np.inf
-    pairs = 0
-    for k, (w, metric, weight) in enumerate(ev.terms):
-        if len(rows) == 0:
-            break
-        v = _workload_best(inst, tables, cons, w, metric, rows) * weight
-        pairs += len(rows) * tables.scheds[w].size
-        partial = partial + v
-        if k == 0 and np.isfinite(partial).any():
-            # incumbent: the best design for the first workload, completed exactly
-            r = rows[int(np.argmin(partial))]
-            incumbent = float(hardware_values(inst, tables, np.array([r]), cons=cons).total[0])
-        keep = np.isfinite(partial) & (partial <= incumbent * (1 + 1e-12))
-        rows, partial = rows[keep], partial[keep]
-    best = float(partial.min()) if len(partial) else None
-    if best is not None and np.isfinite(incumbent):
-        best = min(best, incumbent)
+    hv = hardware_values(inst, tables, prune=True)
+    fin = np.isfinite(hv.total)
     el = time.perf_counter() - t0
-    return {"seconds": el, "internal": best, "pairs_evaluated": pairs,
-            "hardware_feasible": int(ok.sum()), "hardware_left": len(rows)}
+    return {"seconds": el, "internal": float(hv.total[fin].min()) if fin.any() else None,
+            "pairs_evaluated": hv.pairs, "hardware_left": int(fin.sum())}
 
 
 def _workload_best(inst, tables, cons, w, metric, rows) -> np.ndarray:

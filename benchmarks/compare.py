@@ -153,7 +153,8 @@ def bench_instance(label, inst, methods, args) -> dict:
     row: dict = {"instance": label, "space_size": float(space_size(inst)), "structural_size": float(tables.structural_size),
                  "hardware_designs": tables.hw.size, "layouts": {w: s.size for w, s in tables.scheds.items()},
                  "workloads": len(inst.workloads), "objective_metric": inst.objective.metric,
-                 "sense": inst.objective.resolved_sense, "tables_s": tables_s, "methods": {}}
+                 "sense": inst.objective.resolved_sense, "tables_s": tables_s, "methods": {},
+                 "loadavg_at_start": os.getloadavg()[0]}
     m = row["methods"]
     opt = None
 
@@ -231,11 +232,11 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--trials", type=int, default=1000, help="Optuna trials per seed (cap)")
-    ap.add_argument("--optuna-budget", type=float, default=8.0, help="seconds per Optuna run (cap)")
-    ap.add_argument("--random-budget", type=float, default=4.0, help="seconds per random-search run")
-    ap.add_argument("--bf-budget", type=float, default=20.0, help="seconds for brute force / DeepStack loop")
+    ap.add_argument("--optuna-budget", type=float, default=6.0, help="seconds per Optuna run (cap)")
+    ap.add_argument("--random-budget", type=float, default=3.0, help="seconds per random-search run")
+    ap.add_argument("--bf-budget", type=float, default=15.0, help="seconds for brute force / DeepStack loop")
     ap.add_argument("--time-limit", type=float, default=600.0, help="codesign solve time limit")
-    ap.add_argument("--mip-only-limit", type=float, default=120.0, help="time limit of the --mip-only solves")
+    ap.add_argument("--mip-only-limit", type=float, default=90.0, help="time limit of the --mip-only solves")
     ap.add_argument("--quick", action="store_true", help="1 repeat, small budgets (smoke run)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)

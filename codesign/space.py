@@ -163,11 +163,21 @@ def hardware_values(
     rel_tol: float = 1e-9,
     hardware_checked: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    prune: bool = False,
 ) -> HardwareValues:
     """Decomposed exact evaluation of the hardware designs ``rows`` (default all), chunk by chunk.
 
     ``cons``: the constraints (default the instance's); ``hardware_checked``: the rows are
-    known to pass the hardware-only constraints (skip re-checking them)."""
+    known to pass the hardware-only constraints (skip re-checking them).
+
+    ``prune``: bound-based pruning across workloads. Workloads are evaluated one after the
+    other; after the first, the best design so far is completed exactly (the incumbent), and a
+    design whose partial sum already exceeds it is dropped (its ``total`` is inf). Exact for
+    the optimum because every objective metric is >= 0 (checked; pruning stops otherwise);
+    ``arg``/``ties`` are then only meaningful for designs left."""
+    if prune and len(inst.workloads) > 1:
+        return _hardware_values_pruned(inst, tables, rows, cons=cons, chunk_points=chunk_points,
+                                       rel_tol=rel_tol, hardware_checked=hardware_checked)
     hw = tables.hw
     rows = np.arange(hw.size) if rows is None else np.asarray(rows)
     cons = constraints(inst, hw, tables.scheds) if cons is None else cons
@@ -212,6 +222,58 @@ def hardware_values(
         if progress:
             progress(start + len(part), len(idx))
     return HardwareValues(rows, total, arg, ties, pairs)
+
+
+def _hardware_values_pruned(inst, tables, rows, *, cons, chunk_points, rel_tol, hardware_checked) -> HardwareValues:
+    hw = tables.hw
+    rows = np.arange(hw.size) if rows is None else np.asarray(rows)
+    cons = constraints(inst, hw, tables.scheds) if cons is None else cons
+    idx = np.arange(len(rows)) if hardware_checked else np.flatnonzero(_feasible_mask(inst, tables, cons, rows))
+    total = np.full(len(rows), np.inf)
+    arg = {w.name: np.full(len(rows), -1) for w in inst.workloads}
+    ties = {w.name: np.zeros(len(rows), dtype=np.int64) for w in inst.workloads}
+    partial = np.zeros(len(idx))
+    incumbent = np.inf
+    # every metric >= 0 (all its products have nonnegative factors): a partial sum is a bound
+    nonneg = all(w >= 0 for _, _, w in objective_terms(inst))
+    for w in inst.workloads:
+        st = tables.scheds[w.name]
+        metric = dict((t[0], t[1]) for t in objective_terms(inst))[w.name]
+        form = workload_forms(st, w.precision)[metric]
+        for p in form.products:
+            hcol = hw.column(p.hw)[rows]
+            nonneg &= bool((hcol >= 0).all() and (st.column(p.sched) >= 0).all())
+    pairs = 0
+    for k, w in enumerate(inst.workloads):
+        if len(idx) == 0:
+            break
+        one = hardware_values(
+            _OneWorkload(inst, w.name), tables, rows[idx], cons=[c for c in cons if c.workload == w.name],
+            chunk_points=chunk_points, rel_tol=rel_tol, hardware_checked=True,
+        )
+        pairs += one.pairs
+        partial = partial + one.total
+        arg[w.name][idx] = one.arg[w.name]
+        ties[w.name][idx] = one.ties[w.name]
+        if k == 0 and np.isfinite(partial).any() and len(inst.workloads) > 1:
+            r = idx[int(np.argmin(partial))]
+            incumbent = float(hardware_values(inst, tables, rows[[r]], cons=cons, hardware_checked=True).total[0])
+        if nonneg:
+            keep = np.isfinite(partial) & (partial <= incumbent + 1e-12 * abs(incumbent))
+            idx, partial = idx[keep], partial[keep]
+    total[idx] = partial
+    return HardwareValues(rows, total, arg, ties, pairs)
+
+
+class _OneWorkload:
+    """An instance seen through one of its workloads (for per-workload evaluation)."""
+
+    def __init__(self, inst: Instance, workload: str):
+        self._inst = inst
+        self.workloads = [w for w in inst.workloads if w.name == workload]
+
+    def __getattr__(self, name):
+        return getattr(self._inst, name)
 
 
 def brute_force(

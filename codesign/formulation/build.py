@@ -282,7 +282,7 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     pairs = len(rows) * sum(s.size for s in tables.scheds.values())
     if pairs == 0 or pairs > DECOMPOSE_MAX_PAIRS:
         return rows
-    hv = hardware_values(inst, tables, rows, cons=cons, hardware_checked=True)
+    hv = hardware_values(inst, tables, rows, cons=cons, hardware_checked=True, prune=True)
     finite = np.isfinite(hv.total)
     if not finite.any():
         return rows

@@ -194,15 +194,19 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
                     continue
                 prev = [a[e, j - 1] for e in range(d + 1) if (e, j - 1) in a]
                 mip.add_row(f"sym-module[{d},{j}]", [a[d, j], *prev], [1.0] + [-1.0] * len(prev), ub=0)
-    # symmetry: identical middle devices are sorted by (layers, layers with local weights)
-    # descending, i.e. by the key (nmax + 1)·n + cw_local
+    # symmetry: identical middle devices are sorted descending by (layers, layers with local
+    # weights, layers with local KV), i.e. by the key K²·n + K·cw_local + ck_local, K = nmax + 1
     li = p.tier_index["local"]
+    K = float(nmax + 1)
     for d in range(1, D - 2):
         if p.devices[d].group == p.devices[d + 1].group:
-            idx, val = [n[d], n[d + 1]], [float(nmax + 1), -float(nmax + 1)]
+            idx, val = [n[d], n[d + 1]], [K * K, -K * K]
             for dd, sign in ((d, 1.0), (d + 1, -1.0)):
                 if (dd, li) in cw:
                     idx.append(cw[dd, li])
+                    val.append(sign * K)
+                if (dd, li) in ck:
+                    idx.append(ck[dd, li])
                     val.append(sign)
             mip.add_row(f"sym-device[{d}]", idx, val, lb=0)
 

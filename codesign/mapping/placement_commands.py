@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from codesign.jsonio import write_json_atomic
@@ -86,8 +87,8 @@ def summary(name: str) -> dict[str, Any]:
 def print_summary(console, data: dict[str, Any]) -> None:
     from codesign.model.mapping import format_count
 
-    console.print(f"[bold]{data['name']}[/] (placement): {data['description']}")
-    console.print(f"[dim]{data['provenance']}[/]")
+    console.print(f"[bold]{escape(data['name'])}[/] (placement): {escape(data['description'])}")
+    console.print(f"[dim]{escape(data['provenance'])}[/]")
     console.print(
         f"objective: {data['objective']['sense']} {data['objective']['metric']}    space: {format_count(data['space_size'])} points    "
         f"{data['experts']} experts (top-{data['top_k']}) x {data['moe_layers']} MoE layers"
@@ -100,7 +101,7 @@ def print_summary(console, data: dict[str, Any]) -> None:
         t.add_row(str(i), str(c["count"]), f"{c['p']:.5g}", f"{c['q']:.5g}")
     console.print(t)
     if data["routing"]["source"]:
-        console.print(f"[dim]profile: {data['routing']['source']}[/]")
+        console.print(f"[dim]profile: {escape(data['routing']['source'])}[/]")
     pd = data["per_device"]
     console.print(
         f"per device: fixed {pd['fixed_store_B'] / GiB:.2f} GiB + {pd['expert_store_B'] / GiB:.3f} GiB per expert (all MoE layers), usable "

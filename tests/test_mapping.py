@@ -133,6 +133,8 @@ TINY = [
     dict(devices=2, modules=2, layers=3, ports=2, chips=("h200-sxm", "a100-sxm-80gb"), weights=("local", "pool"), kv=("local", "pool"), max_devices_per_module=1),
     dict(devices=3, modules=2, layers=4, ports=1, weights=("local", "pool"), kv=("local",), tpot_s=0.0112),
     dict(devices=2, modules=2, layers=3, ports=1, weights=("local", "pool"), kv=("local", "pool"), assumed_device_bandwidth_GBps=26_800),
+    # one module for three devices, at most two of them attached: the sharing limit binds
+    dict(devices=3, modules=1, layers=5, ports=1, batch_per_stage=32, weights=("local", "pool"), kv=("local", "pool"), max_devices_per_module=2),
 ]
 
 
@@ -155,6 +157,17 @@ def test_brute_force_equals_highs_and_cpsat(kw):
         )
         ev = evaluate_mapping(p, d)
         assert ev.feasible and ev.objective == pytest.approx(sol.objective, rel=1e-12)
+
+
+def test_sharing_limit_binds_in_brute_force():
+    kw = dict(TINY[6])
+    limited = brute_force_mapping(problem(**kw))
+    kw.pop("max_devices_per_module")
+    free = brute_force_mapping(problem(**kw))
+    assert limited.feasible_points < free.feasible_points
+    assert sum(bool(a) for a in free.design.attach) == 3  # unlimited: every device uses the pool
+    assert sum(bool(a) for a in limited.design.attach) <= 2
+    assert limited.objective < free.objective
 
 
 def test_tpot_budget_binds_in_brute_force():

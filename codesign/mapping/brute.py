@@ -42,6 +42,14 @@ def compositions(total: int, parts: int):
         yield tuple(bounds[i + 1] - bounds[i] for i in range(parts))
 
 
+def _sharing_ok(p: MappingProblem, attach) -> bool:
+    """At most ``max_devices_per_module`` devices on any module (ports per device are already
+    respected by :meth:`MappingProblem.attach_options`)."""
+    if p.max_devices_per_module is None:
+        return True
+    return all(sum(j in mods for mods in attach) <= p.max_devices_per_module for j in range(p.modules))
+
+
 def brute_force_mapping(p: MappingProblem) -> BruteResult:
     L = p.layers
     per_layer = len(p.weight_tiers) ** L * len(p.kv_tiers) ** L
@@ -58,21 +66,30 @@ def brute_force_mapping(p: MappingProblem) -> BruteResult:
     # all per-layer tier tuples: weights (Nw, L), kv (Nk, L)
     w_all = np.array(list(itertools.product(w_opts, repeat=L))).reshape(-1, L)
     k_all = np.array(list(itertools.product(k_opts, repeat=L))).reshape(-1, L)
+    # the attachment only decides which placements are allowed (data on attached modules only)
+    # and whether module sharing limits hold; every other metric is independent of it
+    attachments = [att for att in itertools.product(*attach_sets) if _sharing_ok(p, att)]
+    pool_module = np.array([t.module if t.kind == "pool" else -1 for t in p.tiers])
     for parts in compositions(L, p.stages):
-        for attach in itertools.product(*attach_sets):
-            att = attach_matrix(p, attach)
-            pairs = len(w_all) * len(k_all)
-            for lo in range(0, pairs, CHUNK):
-                sel = np.arange(lo, min(lo + CHUNK, pairs))
-                W = w_all[sel // len(k_all)]
-                K = k_all[sel % len(k_all)]
-                cw, ck = block_counts(p, parts, W, K)
-                a = assess(p, np.array(parts), cw, ck, att)
-                ok = a.feasible
+        pairs = len(w_all) * len(k_all)
+        for lo in range(0, pairs, CHUNK):
+            sel = np.arange(lo, min(lo + CHUNK, pairs))
+            W = w_all[sel // len(k_all)]
+            K = k_all[sel % len(k_all)]
+            cw, ck = block_counts(p, parts, W, K)
+            a = assess(p, np.array(parts), cw, ck, np.ones((p.stages, max(p.modules, 1)), dtype=bool))
+            base_ok = a.capacity_ok & a.budget_ok
+            # used[n, d, j]: design n puts data of device d on module j
+            used = np.zeros((len(sel), p.stages, max(p.modules, 1)), dtype=bool)
+            for t in np.flatnonzero(pool_module >= 0):
+                used[:, :, pool_module[t]] |= (cw[:, :, t] + ck[:, :, t]) > 0
+            value = p.micro_batch / a.period_s if sense > 0 else a.energy_per_token_J
+            for attach in attachments:
+                att = attach_matrix(p, attach)
+                ok = base_ok if p.paper_mode or not p.modules else base_ok & ~np.any(used & ~att, axis=(1, 2))
                 feasible_points += int(ok.sum())
                 if not ok.any():
                     continue
-                value = p.micro_batch / a.period_s if sense > 0 else a.energy_per_token_J
                 score = np.where(ok, sense * value, -np.inf)
                 i = int(np.argmax(score))
                 if score[i] > best_val:

@@ -449,6 +449,17 @@ def certify_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Certify a design: audit every constraint and state how far it can be from the best."""
+    from codesign.mapping.spec import commands_for, is_mapping_source
+
+    if is_mapping_source(name):
+        mapping = commands_for(name)
+        if not hasattr(mapping, "certify"):
+            raise InputError("certify is not available for this instance kind yet", value=name, expected="a hardware/schedule or mapping instance")
+        if sets or budgets:
+            raise InputError("--set and --budget do not apply to mapping instances", expected="--design FILE")
+        given = None if design is None else read_design_file(design)
+        mapping.certify(out, name, given, str(design), solver, time_limit, solutions, output, as_json, _emit_json)
+        return
     from codesign.certify import certify
     from codesign.instance import load_instance, with_budgets
     from codesign.jsonio import write_json_atomic

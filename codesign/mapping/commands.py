@@ -234,3 +234,62 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
             console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
     if sol.status not in ("optimal", "feasible"):
         raise typer.Exit(1)
+
+
+def certify(console, name: str, design_data: dict[str, Any] | None, source: str, solver: str, time_limit, solutions: Path, output: Path | None, as_json: bool, emit) -> None:
+    """How far a mapping design is from the best: the model's audit and objective, and the
+    proven bound (a stored solution of the same instance content, else a solve)."""
+    from codesign.jsonio import read_json
+    from codesign.mapping.solve import GAP_TOL
+
+    inst = load_mapping(name)
+    p = build_problem(inst)
+    if design_data is None:
+        if inst.spec.baseline is None:
+            from codesign.errors import InputError
+
+            raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
+        design_data, source = inst.spec.baseline, f"{inst.source} [baseline]"
+    d = require_design(p, design_data, source)
+    ev = evaluate_mapping(p, d)
+    sense = objective_sense(p)
+    stored = Path(solutions) / "mapping" / f"{inst.name}.json"
+    bound = provenance = None
+    if stored.exists():
+        rec = read_json(stored)
+        if rec.get("instance_hash") == inst.content_hash and rec.get("bound") is not None:
+            bound = rec["bound"]
+            provenance = {"source": str(stored), "solver": rec.get("solver"), "status": rec.get("status")}
+    if bound is None:
+        sol = solve_mapping(inst, solver=solver, time_limit=time_limit)
+        bound = sol.bound
+        provenance = {"source": "solve", "solver": solver, "status": sol.status}
+    gap = None
+    if bound is not None and ev.feasible:
+        gap = max((bound - ev.objective) / abs(ev.objective) if sense == "max" else (ev.objective - bound) / abs(ev.objective), 0.0)
+    if not ev.feasible:
+        statement = "the design is infeasible: " + "; ".join(ev.violations)
+    elif gap is None:
+        statement = "no bound available"
+    elif gap <= GAP_TOL:
+        statement = f"the design is optimal (gap {gap:.2e} <= {GAP_TOL:g})"
+    else:
+        better = "higher" if sense == "max" else "lower"
+        statement = f"no feasible design beats this one by more than {100 * gap:.3g} % ({better} is better; bound {bound:.10g})"
+    cert = {
+        "instance": inst.name, "instance_hash": inst.content_hash, "kind": "mapping", "design": d.as_dict(),
+        "feasible": ev.feasible, "violations": ev.violations, "sense": sense, "objective_metric": p.objective,
+        "objective": ev.objective, "bound": bound, "gap": gap, "statement": statement, "bound_provenance": provenance,
+        "metrics": ev.as_dict(),
+    }
+    if output is not None:
+        write_json_atomic(output, cert)
+    if as_json:
+        emit(cert)
+        return
+    print_design(console, p, d.as_dict(), ev)
+    console.print(f"{sense} {p.objective}: design {ev.objective:.10g}, bound {'-' if bound is None else f'{bound:.10g}'}")
+    console.print(f"[{'green' if ev.feasible else 'red'}]{statement}[/]")
+    console.print(f"[dim]bound from {provenance['source']} ({provenance.get('solver')}, {provenance.get('status')})[/]")
+    if output is not None:
+        console.print(f"wrote {output}")

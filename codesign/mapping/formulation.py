@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codesign.formulation.mip import MIP
-from codesign.model.mapping import MappingDesign, MappingProblem
+from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem
 
 TIME_UNIT_S = 1e-6
+#: the model's feasibility rule: a value up to RELAX x its limit holds (float round-off only)
+RELAX = 1 + FEASIBILITY_RTOL
 #: a feasible design's period (tokens/s objective) caps the time variables with this margin
 CUTOFF_MARGIN = 1e-6
 BYTE_UNIT = 1e9
@@ -273,9 +275,11 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
             idx.append(ck[d, li])
             val.append(lay.kv_store_B / BYTE_UNIT)
         fixed = ((p.first_store_B if first else 0.0) + (p.last_store_B if last else 0.0)) / BYTE_UNIT
+        # limits carry the model's feasibility tolerance (it accepts up to RELAX x the limit)
+        cap_local = dev.local_capacity_B * RELAX / BYTE_UNIT
         if idx:
-            mip.add_row(f"capacity-local[{d}]", idx, val, ub=dev.local_capacity_B / BYTE_UNIT - fixed)
-        elif fixed > dev.local_capacity_B / BYTE_UNIT:
+            mip.add_row(f"capacity-local[{d}]", idx, val, ub=cap_local - fixed)
+        elif fixed > cap_local:
             mip.add_row(f"capacity-local[{d}]", [n[d]], [1.0], ub=0.0)  # infeasible (n >= 1): embedding/head alone do not fit
         idx, val = [], []
         if (d, hi) in cw:
@@ -285,7 +289,7 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
             idx.append(ck[d, hi])
             val.append(lay.kv_store_B / BYTE_UNIT)
         if idx:
-            mip.add_row(f"capacity-host[{d}]", idx, val, ub=dev.host_capacity_B / BYTE_UNIT)
+            mip.add_row(f"capacity-host[{d}]", idx, val, ub=dev.host_capacity_B * RELAX / BYTE_UNIT)
     for t in pooled:
         idx, val = [], []
         for src, per in ((cw, lay.w_store_B), (ck, lay.kv_store_B)):
@@ -294,7 +298,7 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
                     idx.append(i)
                     val.append(per / BYTE_UNIT)
         if idx:
-            mip.add_row(f"capacity-{p.tiers[t].label}", idx, val, ub=p.tiers[t].capacity_B / BYTE_UNIT)
+            mip.add_row(f"capacity-{p.tiers[t].label}", idx, val, ub=p.tiers[t].capacity_B * RELAX / BYTE_UNIT)
     if p.modules and not p.paper_mode:
         all_idx: list[int] = []
         all_val: list[float] = []
@@ -312,7 +316,7 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
         if all_idx:
             mip.add_row("switch", [T, *all_idx], [1.0] + [-v / p.switch_Bps / tau for v in all_val], lb=0)
     if p.tpot_budget_s is not None:
-        mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s / tau)
+        mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s * RELAX / tau)
 
     m = p.micro_batch
     if p.objective == "tokens_per_s":

@@ -33,7 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codesign.formulation.mip import MIP
-from codesign.model.placement import PlacementDesign, PlacementProblem, group_patterns, pattern_cost
+from codesign.model.placement import (
+    FEASIBILITY_RTOL,
+    PlacementDesign,
+    PlacementProblem,
+    group_patterns,
+    pattern_cost,
+)
 
 TIME_UNIT_S = 1e-6
 #: largest lexicographic weight used in a symmetry row (exact in double precision and CP-SAT)
@@ -233,7 +239,8 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
         st_idx.append(A)
         st_val.append(float(pb.allreduces))
     if pb.tpot_budget_s is not None:
-        mip.add_row("tpot", st_idx, st_val, ub=pb.tpot_budget_s / tu - st_const)
+        # the model accepts a step up to FEASIBILITY_RTOL above the budget; so does the MIP
+        mip.add_row("tpot", st_idx, st_val, ub=pb.tpot_budget_s * (1 + FEASIBILITY_RTOL) / tu - st_const)
 
     if pb.objective == "tokens_per_s":
         mip.set_objective(st_idx, st_val, st_const)

@@ -92,18 +92,20 @@ def _capacity_GiB(chip: str, usable_B: float) -> float:
 # --- mapping --------------------------------------------------------------------------------
 
 
-def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, edges: bool = True) -> dict[str, Any]:
+def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, edges: bool = True, symmetry: bool = False) -> dict[str, Any]:
     """A random tiny mapping instance dict whose design space brute force can enumerate.
-    ``edges``: also draw budgets and capacities on the model's 1e-9 feasibility tolerance."""
+    ``edges``: also draw budgets and capacities on the model's 1e-9 feasibility tolerance.
+    ``symmetry``: 4-5 devices of one chip and 2-3 modules (identical middle devices and modules:
+    the symmetry-breaking rows of the MIP are active)."""
     from codesign.mapping.generate import generate_mapping
     from codesign.mapping.spec import mapping_from_data
     from codesign.model.mapping import build_problem, space_size
 
     while True:
-        D = int(rng.integers(2, 5))
+        D = int(rng.integers(4, 6) if symmetry else rng.integers(2, 5))
         L = int(rng.integers(max(D, 2), 6))
-        modules = int(_choice(rng, (0, 0, 1, 2, 2, 3, 4)))
-        nchips = int(_choice(rng, (1, 1, 2, 3)))
+        modules = int(_choice(rng, (2, 3) if symmetry else (0, 0, 1, 2, 2, 3, 4)))
+        nchips = 1 if symmetry else int(_choice(rng, (1, 1, 2, 3)))
         chips = tuple(str(c) for c in rng.choice(MAPPING_CHIPS, size=min(nchips, D), replace=False))
         kw: dict[str, Any] = dict(
             devices=D,
@@ -371,11 +373,14 @@ def instance_for(family: str, seed: int, max_points: float = MAX_POINTS, *, edge
     rng = np.random.default_rng([seed, 0 if family == "mapping" else 1])
     if family == "mapping":
         return _resolve_mapping_budget(draw_mapping(rng, max_points, edges=edges))
+    if family == "mapping-symmetry":
+        rng = np.random.default_rng([seed, 2])
+        return _resolve_mapping_budget(draw_mapping(rng, max_points, edges=edges, symmetry=True))
     return _resolve_placement_budget(draw_placement(rng, max_points, edges=edges))
 
 
 def check(family: str, data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> Outcome:
-    return (check_mapping if family == "mapping" else check_placement)(data, solvers=solvers, seed=seed)
+    return (check_placement if family == "placement" else check_mapping)(data, solvers=solvers, seed=seed)
 
 
 def save_instance(data: dict[str, Any], path: Path) -> None:
@@ -387,7 +392,7 @@ def save_instance(data: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--family", choices=("mapping", "placement", "both"), default="both")
+    ap.add_argument("--family", choices=("mapping", "mapping-symmetry", "placement", "both"), default="both")
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0, help="first draw seed")
     ap.add_argument("--max-points", type=float, default=MAX_POINTS)

@@ -45,9 +45,9 @@ RTOL = 1e-6
 MAX_POINTS = 3e5
 SOLVERS = ("highs", "cpsat")
 
-MAPPING_CHIPS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-pcie-80gb")
+MAPPING_CHIPS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-pcie-80gb", "l40s")
 MAPPING_WORKLOADS = ("llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b")
-PLACEMENT_CHIPS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-pcie-80gb")
+PLACEMENT_CHIPS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-pcie-80gb", "l40s")
 PLACEMENT_WORKLOADS = ("mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3")
 #: budget factors relative to the fastest design's tpot: below 1 (infeasible), on the model's
 #: 1e-9 tolerance edge, exactly tight, and loose enough to bind the energy objective

@@ -262,7 +262,7 @@ def deepstack_enumeration(inst: Instance, tables: Tables, budget_s: float) -> di
     order = np.arange(hw.size)
     est_joint_total = 0.0
     finished = True
-    add_rate = 5e7  # joint sums per second when a design's joint product is too big to finish
+    t_joint = 0.0
     for h in order:
         if time.perf_counter() - t0 > budget_s:
             finished = False
@@ -290,21 +290,33 @@ def deepstack_enumeration(inst: Instance, tables: Tables, budget_s: float) -> di
         if n_joint > 2e7:
             finished = False  # cannot finish this design's joint enumeration in reasonable time
             continue
+        tj = time.perf_counter()
         acc = vals[0]
         for v in vals[1:]:
             acc = np.add.outer(acc, v).ravel()
         joint += n_joint
         best = min(best, float(acc.min()))
+        t_joint += time.perf_counter() - tj
     el = time.perf_counter() - t0
     if finished:
         return {"finished": True, "seconds": el, "time_s": el, "internal": float(best) if np.isfinite(best) else None,
                 "hardware_done": done, "joint_points": joint, "extrapolated": False}
-    # extrapolate: per-design loop cost for the remaining designs + joint sums at add_rate
+    # extrapolate: the measured per-design loop cost (without joint sums) for every design, plus
+    # every design's joint sums at the measured rate (joint sums timed above; if none was small
+    # enough to run, a 2e7-element np.add.outer is timed here)
+    if joint > 0 and t_joint > 0:
+        add_rate = joint / t_joint
+    else:
+        a = np.random.default_rng(0).random(4472)
+        tj = time.perf_counter()
+        float(np.add.outer(a, a).ravel().min())
+        add_rate = a.size**2 / (time.perf_counter() - tj)
     frac = done / hw.size
-    per_design = el / max(done, 1)
-    est = per_design * hw.size + (est_joint_total / max(frac, 1e-12) - joint) / add_rate
+    per_design = (el - t_joint) / max(done, 1)
+    est = per_design * hw.size + (est_joint_total / max(frac, 1e-12)) / add_rate
     return {"finished": False, "seconds": el, "time_s": est, "internal": None, "hardware_done": done,
-            "joint_points": joint, "extrapolated": True}
+            "joint_points": joint, "joint_points_estimated": est_joint_total / max(frac, 1e-12),
+            "joint_sums_per_s": add_rate, "extrapolated": True}
 
 
 # --- heuristics -------------------------------------------------------------------------------

@@ -237,6 +237,8 @@ def bench_instance(label, inst, methods, args) -> dict:
         except Exception as exc:
             traceback.print_exc()
             out = {"error": f"{type(exc).__name__}: {exc}"}
+        if isinstance(out, dict):
+            out["tables_s"] = tables_s  # the feature tables this method's run started from
         m[name] = out
         print(f"   {name:18s} {time.perf_counter() - t:7.2f}s  {_short(out)}", flush=True)
         return out
@@ -270,12 +272,17 @@ def bench_instance(label, inst, methods, args) -> dict:
         if sampler in methods:
             timed(sampler, lambda s=sampler: [B.optuna_search(inst, tables, s, seed, args.trials, args.optuna_budget, scale, opt)
                                               for seed in range(args.seeds)])
-    exact = [v.get("internal") for k, v in m.items()
-             if k.startswith(("codesign", "mip-only", "decomposed", "brute", "deepstack")) and isinstance(v, dict)
-             and v.get("internal") is not None and (not k.startswith("mip-only") or v["status"][0] == "optimal")]
-    row["agree"] = bool(exact) and all(abs(e - exact[0]) <= 1e-9 * abs(exact[0]) for e in exact)
+    row["agree"] = agree(m)
     print(f"   optimum {row['optimum']}  exact methods agree: {row['agree']}", flush=True)
     return row
+
+
+def agree(m: dict) -> bool:
+    """Do all exact methods that finished report the same optimum (1e-9 relative)?"""
+    exact = [v.get("internal") for k, v in m.items()
+             if k.startswith(("codesign", "mip-only", "decomposed", "brute", "deepstack")) and isinstance(v, dict)
+             and v.get("internal") is not None and (not k.startswith(("mip-only", "codesign")) or v["status"][0] == "optimal")]
+    return bool(exact) and all(abs(e - exact[0]) <= 1e-9 * abs(exact[0]) for e in exact)
 
 
 def _short(out) -> str:
@@ -329,8 +336,10 @@ def main(argv=None) -> None:
             row = bench_instance(label, inst, methods, args)
         old = next((r for r in data["results"] if r["instance"] == label), None)
         if old is not None:
+            # a partial re-run (--methods) replaces only the methods it measured
             old["methods"].update(row.pop("methods"))
-            old.update(row)
+            old.update({k: v for k, v in row.items() if v is not None and k not in ("agree", "tables_s")})
+            old["agree"] = agree(old["methods"])
         else:
             data["results"].append(row)
         out.parent.mkdir(parents=True, exist_ok=True)

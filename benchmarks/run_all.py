@@ -1,6 +1,6 @@
 """One command for issue 7: measure every series, then draw every figure and write the tables.
 
-    python benchmarks/run_all.py            # full run (~40 min on 2 shared cores)
+    python benchmarks/run_all.py            # full run (~60 min on 2 shared cores)
     python benchmarks/run_all.py --quick    # smoke run with small budgets (~5 min)
     python benchmarks/run_all.py --plots-only   # figures and tables from the stored JSON
 
@@ -33,6 +33,12 @@ def main() -> None:
                 print("mapping series not available yet (issue 4); skipped")
             elif r.returncode:
                 sys.exit(r.returncode)
+        if not args.quick:
+            # Optuna TPE with a 10x longer budget on three named instances (~10 min)
+            subprocess.run([sys.executable, str(HERE / "compare.py"), "--series", "named", "--methods", "decomposed,tpe",
+                            "--optuna-budget", "60", "--trials", "5000", "--instances",
+                            "small-3d-llama8b,deepstack-llama70b-decode,deepstack-qwen3-235b",
+                            "--out", str(HERE / "results" / "compare_named_tpe60.json")], check=True)
     subprocess.run([sys.executable, str(HERE / "plots.py")] + (["--quick"] if args.quick else []), check=True)
 
 

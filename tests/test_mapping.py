@@ -244,6 +244,12 @@ def test_cli_generate_writes_a_loadable_instance(tmp_path):
     assert sum(g.count for g in inst.spec.devices) == 3 and inst.spec.workload.layers == 6
     r = _cli("generate", "mapping", "-o", str(out), "--set", "devics=3")
     assert r.returncode == 2 and "did you mean 'devices'" in r.stderr
+    out2 = tmp_path / "placement.toml"
+    r = _cli("generate", "placement", "-o", str(out2), "--set", "devices=4", "--set", "experts=8", "--set", "layers=4")
+    assert r.returncode == 0, r.stderr
+    r = _cli("show", str(out2), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kind"] == "placement"
 
 
 def _stored_solutions():

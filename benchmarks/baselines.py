@@ -140,7 +140,7 @@ class Trace:
 
 
 # --- exact methods ----------------------------------------------------------------------------
-def naive_brute_force(inst: Instance, tables: Tables, budget_s: float, chunk_pairs: int = 1_000_000) -> dict:
+def naive_brute_force(inst: Instance, tables: Tables, budget_s: float, chunk_pairs: int = 262_144) -> dict:
     """Every point of the structural space evaluated (per hardware chunk the per-workload
     values, then every combination of one layout per workload summed): exact, no pruning."""
     t0 = time.perf_counter()
@@ -159,15 +159,18 @@ def naive_brute_force(inst: Instance, tables: Tables, budget_s: float, chunk_pai
             hw_ok &= holds(lhs, c.rhs + (ev.hcol(c.rhs_hw) if c.rhs_hw else 0.0))
     chunk = max(1, chunk_pairs // max(sizes))
     finished = True
+    hcols: dict[str, np.ndarray] = {}  # whole hardware columns, computed once for every chunk
     for start in range(0, hw.size, chunk):
         rows = np.arange(start, min(hw.size, start + chunk))
         vals = []
         for (w, metric, weight), st in zip(ev.terms, scheds, strict=True):
-            v = fast_eval_form(ev.forms[w][metric], hw, st, rows) * weight
+            v = fast_eval_form(ev.forms[w][metric], hw, st, rows, hcols)
+            if weight != 1.0:
+                v *= weight
             for c in ev.cons:
                 if c.workload == w:
-                    rhs = c.rhs + (hw.column(c.rhs_hw)[rows][:, None] if c.rhs_hw else 0.0)
-                    v = np.where(holds(constraint_values(c, hw, st, rows), rhs), v, np.inf)
+                    rhs = c.rhs + (ev.hcol(c.rhs_hw)[rows][:, None] if c.rhs_hw else 0.0)
+                    v[~holds(constraint_values(c, hw, st, rows, hcols), rhs)] = np.inf
             v[~hw_ok[rows]] = np.inf
             vals.append(v)
         if len(vals) == 1:

@@ -33,6 +33,14 @@ import time
 import traceback
 from pathlib import Path
 
+# The 2 cores are shared with other jobs: a multithreaded BLAS (numpy's matrix products in the
+# vectorised evaluation) then waits for a busy core and runs 2-10x slower than on one thread.
+# Every method runs single-threaded numpy/BLAS (HiGHS and CP-SAT keep their own threads);
+# set OPENBLAS_NUM_THREADS yourself to override. Must precede the first numpy import.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -8,6 +8,7 @@ optimality, the model re-check passed, and the verified gap is within ``GAP_TOL`
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -98,7 +99,10 @@ def user_gap(sense: str, objective: float | None, bound: float | None) -> float 
     return diff / abs(objective)
 
 
+@functools.lru_cache(maxsize=1)
 def git_revision() -> str | None:
+    """The repository's HEAD commit (asked once per process: one ``git`` subprocess, not one
+    per solve)."""
     here = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
@@ -225,7 +229,7 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
     best design is optimal for the exact model. Rows added here are removed before returning.
     """
     from codesign.formulation import linearize as lin
-    from codesign.verify import verify
+    from codesign.verify import verify, with_claim
 
     mip = comp.mip
     unit = comp.objective_unit
@@ -274,7 +278,8 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
                 if f < best_f:
                     # an integer-grid model under-estimates each product by < one step, so its
                     # objective is compared with the model only by the loop's bound, not here
-                    best_f, best = f, (design, verify(inst, design, None if comp.integer_grid else claimed))
+                    # the design's one evaluation by the model, judged against the claim
+                    best_f, best = f, (design, with_claim(v, None if comp.integer_grid else claimed))
             else:
                 rejected += 1
             proved = _proved(res)

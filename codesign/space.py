@@ -81,59 +81,93 @@ def _feasible_mask(inst, tables, cons, rows) -> np.ndarray:
     return mask
 
 
-def _outer(h: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """h ⊗ a with 0·inf = 0 (the model's rule for an unused tier of a design that lacks it)."""
+def _outer(h: np.ndarray, a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """h ⊗ a with 0·inf = 0 (the model's rule for an unused tier of a design that lacks it),
+    written into ``out`` when given (shape (len(h), len(a)))."""
     with np.errstate(invalid="ignore"):
-        out = np.multiply.outer(h, a)
+        out = np.multiply(h[:, None], a[None, :], out=out)
     zero = a == 0.0
     if zero.any() and not np.isfinite(h).all():
         out[:, zero] = 0.0
     return out
 
 
-def fast_eval_form(form: Form, hw: HardwareTable, st: ScheduleTable, hw_rows: np.ndarray) -> np.ndarray:
+def fast_eval_form(
+    form: Form,
+    hw: HardwareTable,
+    st: ScheduleTable,
+    hw_rows: np.ndarray,
+    hcols: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
     """The same values as :func:`codesign.model.evaluate.eval_form` (shape (H, S)), computed
     faster: the linear products with finite hardware columns are one matrix product
-    (H×K)·(K×S); the others and the max groups are outer products. Equal to the model up to
-    the order of floating-point additions (a few ulps)."""
+    (H×K)·(K×S); the others and the max groups are outer products written into one scratch
+    array (no temporaries per product). Equal to the model up to the order of floating-point
+    additions (a few ulps).
+
+    ``hcols``: a cache of whole hardware columns (name -> column over every hardware row)
+    shared by the calls of one enumeration, so that a chunked enumeration computes each
+    product column ``a*b`` once instead of once per chunk."""
     cache: dict[str, np.ndarray] = {}
 
     def h(name: str) -> np.ndarray:
         if name not in cache:
-            cache[name] = hw.column(name)[hw_rows]
+            if hcols is None:
+                cache[name] = hw.column(name)[hw_rows]
+            else:
+                cache[name] = _hcol(hcols, hw, name)[hw_rows]
         return cache[name]
 
     n_h, n_s = len(hw_rows), st.size
-    total = np.zeros((n_h, n_s))
-    fin_h, fin_a = [], []
+    fin_h, fin_a, other = [], [], []
     for p in form.linear:
         hv, av = h(p.hw), st.column(p.sched)
         if np.isfinite(hv).all():
             fin_h.append(hv)
             fin_a.append(av)
         else:
-            total += _outer(hv, av)
-    if fin_h:
-        total += np.column_stack(fin_h) @ np.vstack(fin_a)
+            other.append((hv, av))
+    buf: np.ndarray | None = None
+    if other or not fin_h:
+        total = np.zeros((n_h, n_s))
+        for hv, av in other:
+            buf = _outer(hv, av, buf)
+            total += buf
+        if fin_h:
+            total += np.column_stack(fin_h) @ np.vstack(fin_a)
+    else:
+        # 0 + M == M exactly: the matrix product is the running total
+        total = np.column_stack(fin_h) @ np.vstack(fin_a)
     for group in form.maxes:
-        m = None
         cols = [(h(p.hw), st.column(p.sched)) for p in group]
+        if not cols:
+            continue
         if all((hv >= 0).all() and (av >= 0).all() for hv, av in cols):
             # a product that is 0 everywhere never raises a max of nonnegative products
             cols = [(hv, av) for hv, av in cols if (av != 0).any()] or cols[:1]
-        for hv, av in cols:
-            v = _outer(hv, av)
-            m = v if m is None else np.maximum(m, v, out=m)
-        if m is not None:
-            total += m
+        m = _outer(*cols[0])
+        for hv, av in cols[1:]:
+            buf = _outer(hv, av, buf)
+            np.maximum(m, buf, out=m)
+        total += m
     return total
 
 
-def constraint_values(c, hw: HardwareTable, st: ScheduleTable, rows: np.ndarray) -> np.ndarray:
+def _hcol(hcols: dict[str, np.ndarray], hw: HardwareTable, name: str) -> np.ndarray:
+    """A whole hardware column, from the cache ``hcols`` (filled on first use)."""
+    col = hcols.get(name)
+    if col is None:
+        col = hcols[name] = hw.column(name)
+    return col
+
+
+def constraint_values(
+    c, hw: HardwareTable, st: ScheduleTable, rows: np.ndarray, hcols: dict[str, np.ndarray] | None = None
+) -> np.ndarray:
     """Left-hand side of a per-workload constraint for every (hardware row, schedule) pair."""
     total = None
     for coef, form in c.lhs:
-        v = fast_eval_form(form, hw, st, rows)
+        v = fast_eval_form(form, hw, st, rows, hcols)
         if coef != 1.0:
             v *= coef
         total = v if total is None else total + v
@@ -197,21 +231,22 @@ def hardware_values(
         idx = np.flatnonzero(_feasible_mask(inst, tables, cons, rows))
     else:
         idx = np.arange(len(rows))
+    hcols: dict[str, np.ndarray] = {}  # whole hardware columns, computed once for every chunk
     for start in range(0, len(idx), chunk):
         sl = idx[start : start + chunk]
         part = rows[sl]
         acc = np.zeros(len(part))
         for wname, metric, weight in terms:
             st = tables.scheds[wname]
-            obj = fast_eval_form(forms[wname][metric], hw, st, part)
-            feas = np.ones_like(obj, dtype=bool)
+            obj = fast_eval_form(forms[wname][metric], hw, st, part, hcols)
+            bad = ~np.isfinite(obj)
             for c in cons:
                 if c.workload != wname:
                     continue
-                lhs = constraint_values(c, hw, st, part)
-                rhs = c.rhs + (hw.column(c.rhs_hw)[part][:, None] if c.rhs_hw else 0.0)
-                feas &= holds(lhs, rhs)
-            obj = np.where(feas & np.isfinite(obj), obj, np.inf)
+                lhs = constraint_values(c, hw, st, part, hcols)
+                rhs = c.rhs + (_hcol(hcols, hw, c.rhs_hw)[part][:, None] if c.rhs_hw else 0.0)
+                bad |= ~holds(lhs, rhs)
+            obj[bad] = np.inf
             a = np.argmin(obj, axis=1)
             val = obj[np.arange(len(part)), a]
             arg[wname][sl] = np.where(np.isfinite(val), a, -1)

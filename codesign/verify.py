@@ -53,6 +53,20 @@ def verify(inst: Instance, design: dict[str, Any], claimed_internal: float | Non
         missing = sorted(set(full) - set(design))
         problems.append(f"design leaves decisions unset: {missing}")
     ev = evaluate(inst, full)
+    return _judge(ev, claimed_internal, problems)
+
+
+def with_claim(v: Verification, claimed_internal: float | None) -> Verification:
+    """The verification ``v`` of a design, judged against a (new) claimed objective: the same
+    checks as :func:`verify` on the model's evaluation ``v`` already holds (the model is not
+    run again; the evaluation is a pure function of the instance and the design)."""
+    if v.evaluation is None:
+        return Verification(v.ok, v.objective_model, claimed_internal, None, list(v.problems), None)
+    problems = [p for p in v.problems if p.startswith("design leaves decisions unset")]
+    return _judge(v.evaluation, claimed_internal, problems)
+
+
+def _judge(ev: Evaluation, claimed_internal: float | None, problems: list[str]) -> Verification:
     problems += [f"layout rule broken: {s}" for s in ev.structural]
     for a in ev.audit:
         if not a.ok:

@@ -107,3 +107,28 @@ def test_blocked_skyline_equals_plain():
     assert plain.sum() > 5
     assert np.array_equal(nondominated(c2, g2, block=32), plain)
     assert nondominated(c2, g2, max_keep=5) is None
+
+
+@pytest.mark.parametrize("name", ["deepstack-qwen3-235b", "pf-llama405b-paper", "dgx-llama70b-chip-choice"])
+def test_fast_eval_form_scratch_and_column_cache_equal_model(name):
+    """The in-place evaluation (one scratch array, whole columns cached across chunks) gives
+    the model's values for every metric and constraint form, chunk by chunk (0·inf = 0 kept)."""
+    from codesign.model.evaluate import constraints
+
+    inst = load_instance(name)
+    t = build_tables(inst)
+    hcols: dict = {}
+    rows = np.arange(t.hw.size)
+    for w in inst.workloads:
+        st = t.scheds[w.name]
+        forms = list(workload_forms(st, w.precision).values())
+        forms += [f for c in constraints(inst, t.hw, t.scheds) if c.workload == w.name for _, f in c.lhs]
+        for form in forms:
+            for chunk in np.array_split(rows, 3):
+                a = eval_form(form, t.hw, st, hw_rows=chunk)
+                b = fast_eval_form(form, t.hw, st, chunk, hcols)
+                assert np.array_equal(b, fast_eval_form(form, t.hw, st, chunk))
+                assert np.array_equal(np.isfinite(a), np.isfinite(b))
+                ok = np.isfinite(a)
+                assert np.allclose(a[ok], b[ok], rtol=1e-12, atol=0)
+    assert hcols  # the cache was used

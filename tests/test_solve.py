@@ -208,3 +208,41 @@ def test_cli_cross_check_and_bad_solver():
     assert json.loads(r.stdout)["cross_check"]["agree"] is True
     r = runner.invoke(app, ["solve", "tiny-3d-llama8b", "--solver", "gurobi"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_with_claim_judges_like_verify():
+    """solve_exact evaluates the accepted design once and judges it against the solver's claim
+    with verify.with_claim: the same verdict, numbers and problems as a second verify()."""
+    from codesign.verify import verify, with_claim
+
+    inst = load_instance("tiny-3d-llama8b")
+    design = solve_instance(inst).design
+    v0 = verify(inst, design, None)
+    f = v0.objective_model
+    for claimed in (None, f, f * (1 + 1e-9), f * 1.01, float("nan")):
+        a, b = with_claim(v0, claimed), verify(inst, design, claimed)
+        assert (a.ok, a.objective_model, a.problems) == (b.ok, b.objective_model, b.problems)
+        assert a.relative_difference == b.relative_difference or (
+            a.relative_difference != a.relative_difference and b.relative_difference != b.relative_difference
+        )
+    assert not with_claim(v0, f * 1.01).ok
+
+
+def test_git_revision_asked_once_per_process(monkeypatch):
+    import subprocess as sp
+
+    from codesign import solve as solve_mod
+
+    calls = []
+    real = sp.run
+
+    def counting(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    solve_mod.git_revision.cache_clear()
+    monkeypatch.setattr(solve_mod.subprocess, "run", counting)
+    first = solve_mod.git_revision()
+    assert solve_mod.git_revision() == first
+    assert len(calls) == 1
+    solve_mod.git_revision.cache_clear()

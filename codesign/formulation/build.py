@@ -455,6 +455,9 @@ def _baseline_units(inst: Instance, tables: Tables) -> dict[tuple[str, str], flo
 
     out: dict[tuple[str, str], float] = {}
     hw = tables.hw
+    # only the units that are read: the objective's metrics and the per-workload constraints
+    used = {(w, m) for w, m, _ in objective_terms(inst)}
+    all_cons = constraints(inst, hw, tables.scheds)
     for w in inst.workloads:
         st = tables.scheds[w.name]
         forms = workload_forms(st, w.precision)
@@ -463,10 +466,12 @@ def _baseline_units(inst: Instance, tables: Tables) -> dict[tuple[str, str], flo
         hr = rng.integers(0, hw.size, size=min(64, hw.size))
         sr = rng.integers(0, st.size, size=min(64, st.size)) if st.size else np.zeros(0, dtype=int)
         for m in WORKLOAD_METRICS:
+            if (w.name, m) not in used:
+                continue
             vals = eval_form(forms[m], hw, st, hw_rows=hr, sched_rows=sr).ravel() if st.size else np.zeros(0)
             vals = vals[np.isfinite(vals) & (vals > 0)]
             out[(w.name, m)] = float(np.median(vals)) if len(vals) else 1.0
-        for c in constraints(inst, hw, tables.scheds):
+        for c in all_cons:
             if c.workload == w.name and not c.name.startswith("memory"):
                 vals = np.abs(constraint_lhs(c, hw, st, hw_rows=hr, sched_rows=sr).ravel()) if st.size else np.zeros(0)
                 vals = vals[np.isfinite(vals) & (vals > 0)]

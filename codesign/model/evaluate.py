@@ -71,7 +71,8 @@ def _prod(a: np.ndarray, h: np.ndarray) -> np.ndarray:
     """a·h with 0·inf = 0 (an unused tier's infinite time per byte costs nothing)."""
     with np.errstate(invalid="ignore"):
         out = np.multiply.outer(h, a)
-    return np.where(np.multiply.outer(np.ones_like(h), a) == 0.0, 0.0, out)
+    # a's zeros broadcast over the hardware axis (the last axis of ``out`` is a's)
+    return np.where(np.asarray(a) == 0.0, 0.0, out)
 
 
 def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_rows=None, sched_rows=None) -> np.ndarray:

@@ -290,3 +290,22 @@ def test_cli_certify_mapping_design(tmp_path):
     assert cert["bound"] >= cert["objective"]
     assert cert["gap"] == pytest.approx((cert["bound"] - cert["objective"]) / cert["objective"], rel=1e-12)
     assert "no feasible design beats this one" in cert["statement"]
+
+
+def test_infeasible_mapping_is_explained():
+    from codesign.mapping.solve import explain_infeasible
+
+    # tpot: the least tpot is D x the least period, i.e. D x (m / best tokens/s)
+    tight = mapping_from_data(generate_mapping(devices=2, modules=2, layers=3, tpot_s=1e-4, objective="energy_per_token_J"))
+    loose = mapping_from_data(generate_mapping(devices=2, modules=2, layers=3))
+    best = solve_mapping(loose, solver="highs")
+    assert solve_mapping(tight, solver="highs").status == "infeasible"
+    e = explain_infeasible(tight)
+    (c,) = e["conflicts"]
+    assert c["constraint"] == "budgets.tpot_s"
+    assert c["least_feasible_value"] == pytest.approx(2 * 16 / best.objective, rel=1e-9)
+    # capacity: 2 H100s cannot hold 405B's 126 layers with weights local only
+    full = mapping_from_data(generate_mapping(devices=2, modules=0, weights=("local",), kv=("local",)))
+    assert solve_mapping(full, solver="highs").status == "infeasible"
+    (c,) = explain_infeasible(full)["conflicts"]
+    assert c["constraint"] == "memory capacity" and "GiB" in c["message"]

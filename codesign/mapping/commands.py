@@ -199,6 +199,10 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
 
     sol = run(solver)
     record = sol.as_dict()
+    if sol.status == "infeasible":
+        from codesign.mapping.solve import explain_infeasible
+
+        record["explanation"] = explain_infeasible(inst, solver=solver, time_limit=time_limit)
     if cross_check:
         other = "cpsat" if solver != "cpsat" else "highs"
         record["cross_check"] = cross_check_mapping(sol, run(other))
@@ -224,7 +228,7 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
         console.print(head)
         console.print(
             f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
-            f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows; verified by the model[/]"
+            f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows{'; verified by the model' if sol.design else ''}[/]"
         )
         if sol.design is not None:
             p = build_problem(inst)
@@ -232,6 +236,8 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
         if cross_check:
             cc = record["cross_check"]
             console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
+        for c in (record.get("explanation") or {}).get("conflicts", []):
+            console.print(f"[red]infeasible[/] because of {c['constraint']}: {c['message']}")
     if sol.status not in ("optimal", "feasible"):
         raise typer.Exit(1)
 

@@ -193,3 +193,46 @@ def require_design(p, data: Any, source: str):
     if not isinstance(data, dict):
         raise InputError("a mapping design must be a table", file=source, value=type(data).__name__)
     return parse_mapping_design(p, data, source=source)
+
+
+def explain_infeasible(inst: MappingInstance, solver: str = "highs", time_limit: float | None = None) -> dict[str, Any]:
+    """Why a mapping instance has no feasible design: the tpot budget (with the least tpot any
+    design achieves, by a solve without the budget) or memory capacity (bytes to hold vs room)."""
+    import copy
+
+    from codesign.mapping.spec import mapping_from_data
+    from codesign.model.mapping import GiB
+
+    p = build_problem(inst)
+    out: dict[str, Any] = {"conflicts": []}
+    if p.tpot_budget_s is not None:
+        raw = copy.deepcopy(inst.spec.model_dump(mode="json", exclude_none=True))
+        raw["budgets"].pop("tpot_s", None)
+        raw["objective"] = {"metric": "tokens_per_s"}  # the least period is the least tpot
+        free = solve_mapping(mapping_from_data(raw, source=inst.source), solver=solver, time_limit=time_limit)
+        if free.status in ("optimal", "feasible"):
+            least = free.metrics["tpot_s"] if free.status == "optimal" else None
+            msg = f"the tpot budget {p.tpot_budget_s:.6g} s: without it the instance is feasible"
+            if least is not None:
+                msg += f", and the least tpot any design reaches is {least:.6g} s (the budget must be at least that)"
+            out["conflicts"].append({"constraint": "budgets.tpot_s", "message": msg, "least_feasible_value": least})
+            return out
+    lay = p.layer
+    need = p.layers * (lay.w_store_B + lay.kv_store_B) + p.first_store_B + p.last_store_B
+    room = sum(x.local_capacity_B for x in p.devices) + sum(x.host_capacity_B for x in p.devices)
+    room += sum(t.capacity_B for t in p.tiers if t.kind == "pool" and (p.paper_mode or any(x.ports for x in p.devices)))
+    fixed = [("first", p.first_store_B, p.devices[0]), ("last", p.last_store_B, p.devices[-1])]
+    for which, b, dev in fixed:
+        if b > dev.local_capacity_B:
+            out["conflicts"].append({"constraint": f"capacity of {dev.name}", "message": f"the {which} stage's embedding/LM head alone ({b / GiB:.2f} GiB) exceed its usable memory ({dev.local_capacity_B / GiB:.2f} GiB)"})
+    if need > room:
+        out["conflicts"].append({
+            "constraint": "memory capacity",
+            "message": f"weights + KV cache need {need / GiB:,.1f} GiB, the allowed tiers hold {room / GiB:,.1f} GiB; allow more tiers (host, pool), more devices, or a smaller batch/context",
+        })
+    if not out["conflicts"]:
+        out["conflicts"].append({
+            "constraint": "memory capacity per tier",
+            "message": f"the bytes fit in total ({need / GiB:,.1f} of {room / GiB:,.1f} GiB) but not per device and tier: whole layers (weights {lay.w_store_B / GiB:.2f} GiB, KV {lay.kv_store_B / GiB:.2f} GiB) do not pack into the devices' tiers",
+        })
+    return out

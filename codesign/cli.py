@@ -122,11 +122,14 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
         t.add_row(r["name"], ", ".join(r["workloads"]), r["objective"], str(r["decisions"]), f"{r['space_size']:.3e}")
     out.print(t)
     if mapping_rows:
-        t = Table(title="mapping instances (stages, tier placement, appliance attachment)")
-        for col in ("name", "workload", "objective", "size", "space size"):
-            t.add_column(col, no_wrap=col != "size", justify="right" if col == "space size" else "left")
+        t = Table(title="mapping instances (stages, tiers, attachment, experts, groups)")
+        t.add_column("name", no_wrap=True)
+        t.add_column("kind", no_wrap=True)
+        t.add_column("workload")
+        t.add_column("objective")
+        t.add_column("space size", justify="right", no_wrap=True)
         for r in mapping_rows:
-            t.add_row(r["name"], r["workloads"][0], r["objective"], r["decisions"], format_count(r["space_size"]))
+            t.add_row(r["name"], r["kind"], r["workloads"][0], r["objective"], format_count(r["space_size"]))
         out.print(t)
 
 

@@ -208,10 +208,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_solve_evaluate_check(tmp_path):
-    r = _cli("solve", "tiny-pf-mapping", "--json", "--save", "--out-dir", str(tmp_path))
+    r = _cli("solve", "tiny-pf-mapping", "--json", "--save", "--cross-check", "--out-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)
     assert rec["kind"] == "mapping" and rec["status"] == "optimal"
+    assert rec["cross_check"]["agree"] is True and rec["cross_check"]["solvers"] == ["highs", "cpsat"]
     sol_file = tmp_path / "tiny-pf-mapping.json"
     assert sol_file.exists() and (tmp_path / "ledger.solu").exists()
     r = _cli("check-solution", str(sol_file))

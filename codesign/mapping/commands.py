@@ -7,11 +7,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.table import Table
 
 from codesign.jsonio import write_json_atomic
-from codesign.mapping.solve import cross_check_mapping, require_design, solve_mapping
+from codesign.mapping.family import solve_command
+from codesign.mapping.solve import require_design, solve_mapping
 from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
 from codesign.model.mapping import (
     GiB,
@@ -21,8 +21,6 @@ from codesign.model.mapping import (
     objective_sense,
     space_size,
 )
-
-DEFAULT_OUT_DIR = Path("solutions") / "mapping"
 
 
 def instance_rows() -> list[dict[str, Any]]:
@@ -186,67 +184,26 @@ def evaluate(console, name: str, design_data: dict[str, Any] | None, source: str
 def solve(console, err, name: str, solver: str, time_limit, threads, cross_check: bool, save: bool, out_dir: Path | None, as_json: bool, emit) -> None:
     inst = load_mapping(name)
 
-    def run(s: str):
-        if as_json or not err.is_terminal:
-            return solve_mapping(inst, solver=s, time_limit=time_limit, threads=threads)
-        with err.status(f"{s}: building and solving {inst.name} ...") as status:
+    def show_design(sol) -> None:
+        p = build_problem(inst)
+        print_design(console, p, sol.design, evaluate_mapping(p, require_design(p, sol.design, "solution")))
 
-            def progress(inc, bnd, gap, elapsed):
-                g = "-" if gap is None else f"{100 * gap:.3g}%"
-                status.update(f"{s}: incumbent {inc if inc is None else f'{inc:.6g}'}  bound {bnd if bnd is None else f'{bnd:.6g}'}  gap {g}  {elapsed:.1f}s")
-
-            return solve_mapping(inst, solver=s, time_limit=time_limit, threads=threads, progress=progress)
-
-    sol = run(solver)
-    record = sol.as_dict()
-    if sol.status == "infeasible":
+    def explain() -> dict[str, Any]:
         from codesign.mapping.solve import explain_infeasible
 
-        record["explanation"] = explain_infeasible(inst, solver=solver, time_limit=time_limit)
-    if cross_check:
-        other = "cpsat" if solver != "cpsat" else "highs"
-        record["cross_check"] = cross_check_mapping(sol, run(other))
-    if save:
-        path = (out_dir or DEFAULT_OUT_DIR) / f"{inst.name}.json"
-        write_json_atomic(path, record)
-        from codesign.solve import write_ledger
+        return explain_infeasible(inst, solver=solver, time_limit=time_limit)
 
-        write_ledger(path.parent)
-        if not as_json:
-            console.print(f"saved {path}")
-    if as_json:
-        emit(record)
-    else:
-        color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
-        head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
-        if sol.objective is not None:
-            head += f" = {sol.objective:.10g}"
-        if sol.bound is not None:
-            head += f"   bound {sol.bound:.10g}"
-        if sol.gap is not None:
-            head += f"   gap {sol.gap:.2e}"
-        console.print(head)
-        console.print(
-            f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
-            f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows{'; verified by the model' if sol.design else ''}[/]"
-        )
-        if sol.design is not None:
-            p = build_problem(inst)
-            print_design(console, p, sol.design, evaluate_mapping(p, require_design(p, sol.design, "solution")))
-        if cross_check:
-            cc = record["cross_check"]
-            console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
-        for c in (record.get("explanation") or {}).get("conflicts", []):
-            console.print(f"[red]infeasible[/] because of {c['constraint']}: {c['message']}")
-    if sol.status not in ("optimal", "feasible"):
-        raise typer.Exit(1)
+    solve_command(
+        console, err, inst, solve_mapping, show_design, solver=solver, time_limit=time_limit, threads=threads,
+        cross_check_both=cross_check, save=save, out_dir=out_dir, as_json=as_json, emit=emit, explain=explain,
+    )
 
 
 def certify(console, name: str, design_data: dict[str, Any] | None, source: str, solver: str, time_limit, solutions: Path, output: Path | None, as_json: bool, emit) -> None:
     """How far a mapping design is from the best: the model's audit and objective, and the
     proven bound (a stored solution of the same instance content, else a solve)."""
     from codesign.jsonio import read_json
-    from codesign.mapping.solve import GAP_TOL
+    from codesign.solve import GAP_TOL
 
     inst = load_mapping(name)
     p = build_problem(inst)

@@ -7,17 +7,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
-from codesign.jsonio import write_json_atomic
+from codesign.mapping.family import solve_command
 from codesign.mapping.placement import list_placement_instances, load_placement
-from codesign.mapping.placement_solve import cross_check_placement, require_design, solve_placement
+from codesign.mapping.placement_solve import require_design, solve_placement
 from codesign.model.hardware import GiB
 from codesign.model.placement import build_problem, evaluate_placement, objective_sense, space_size
-
-DEFAULT_OUT_DIR = Path("solutions") / "mapping"
 
 
 def _decisions(pb) -> str:
@@ -157,53 +154,11 @@ def evaluate(console, name: str, design_data: dict[str, Any] | None, source: str
 def solve(console, err, name: str, solver: str, time_limit, threads, cross_check: bool, save: bool, out_dir: Path | None, as_json: bool, emit) -> None:
     inst = load_placement(name)
 
-    def run(s: str):
-        if as_json or not err.is_terminal:
-            return solve_placement(inst, solver=s, time_limit=time_limit, threads=threads)
-        with err.status(f"{s}: building and solving {inst.name} ...") as status:
+    def show_design(sol) -> None:
+        p = build_problem(inst)
+        print_design(console, p, sol.design, evaluate_placement(p, require_design(p, sol.design, "solution")))
 
-            def progress(inc, bnd, gap, elapsed):
-                g = "-" if gap is None else f"{100 * gap:.3g}%"
-                status.update(f"{s}: incumbent {inc if inc is None else f'{inc:.6g}'}  bound {bnd if bnd is None else f'{bnd:.6g}'}  gap {g}  {elapsed:.1f}s")
-
-            return solve_placement(inst, solver=s, time_limit=time_limit, threads=threads, progress=progress)
-
-    sol = run(solver)
-    record = sol.as_dict()
-    if cross_check:
-        other = "cpsat" if solver != "cpsat" else "highs"
-        record["cross_check"] = cross_check_placement(sol, run(other))
-    if save:
-        path = (out_dir or DEFAULT_OUT_DIR) / f"{inst.name}.json"
-        write_json_atomic(path, record)
-        from codesign.solve import write_ledger
-
-        write_ledger(path.parent)
-        if not as_json:
-            console.print(f"saved {path}")
-    if as_json:
-        emit(record)
-        return
-    from codesign.model.mapping import format_count
-
-    color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
-    head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
-    if sol.objective is not None:
-        head += f" = {sol.objective:.10g}"
-    if sol.bound is not None:
-        head += f"   bound {sol.bound:.10g}"
-    if sol.gap is not None:
-        head += f"   gap {sol.gap:.2e}"
-    console.print(head)
-    console.print(
-        f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
-        f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows; verified by the model[/]"
+    solve_command(
+        console, err, inst, solve_placement, show_design, solver=solver, time_limit=time_limit, threads=threads,
+        cross_check_both=cross_check, save=save, out_dir=out_dir, as_json=as_json, emit=emit,
     )
-    if sol.design is not None:
-        pb = build_problem(inst)
-        print_design(console, pb, sol.design, evaluate_placement(pb, require_design(pb, sol.design, "solution")))
-    if cross_check:
-        cc = record["cross_check"]
-        console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
-    if sol.status not in ("optimal", "feasible"):
-        raise typer.Exit(1)

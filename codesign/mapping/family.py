@@ -1,0 +1,261 @@
+"""What the mapping-family solves share: run a backend on a compiled MIP, decode, re-check with the
+model, report; cross-check two solvers; re-verify a stored solution.
+
+``status`` is "optimal" only when the backend proved its model optimal, the model re-evaluates
+the decoded design as feasible, the MIP's objective of that design equals the model's (relative
+``OBJECTIVE_RTOL``), and the model's objective is within ``GAP_TOL`` (relative) of the solver's
+bound. A design the model rejects, or an objective the model does not reproduce, is a bug and
+raises :class:`~codesign.errors.ModelError` (CLI exit 3).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import ModelError
+from codesign.solve import GAP_TOL, _provenance, check_solver
+
+#: the MIP's objective of a decoded design and the model's must agree to this (HiGHS meets rows
+#: within its feasibility tolerance, 1e-7 absolute on microsecond rows)
+OBJECTIVE_RTOL = 1e-6
+#: largest integer coefficient of the CP-SAT scaling (the backend's default is 1e9; row
+#: activities stay below its MAX_ACTIVITY = 2^61 whatever this is). The period enters the energy
+#: objective on a grid of ~1e9 steps: measured objective rounding 1.2e-6 relative with 1e9,
+#: 1.2e-9 with 1e12
+CPSAT_MAX_COEFFICIENT = 1e12
+#: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
+AGREEMENT_RTOL = 2 * GAP_TOL
+
+
+@dataclass
+class FamilySolution:
+    instance: str
+    instance_hash: str
+    kind: str
+    solver: str
+    status: str
+    sense: str
+    objective_metric: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    design: dict[str, Any] | None
+    metrics: dict[str, Any] | None
+    space_size: int
+    mip: dict[str, int]
+    build_s: float
+    solve_s: float
+    time_s: float
+    nodes: int | None
+    termination: str
+    solver_version: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    cross_check: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["space_size_log10"] = math.log10(self.space_size) if self.space_size else None
+        return d
+
+
+def solve_compiled(
+    inst,
+    kind: str,
+    compiled,
+    *,
+    evaluate: Callable[[Any], Any],
+    to_user: Callable[[float], float],
+    sense: str,
+    metric: str,
+    space: int,
+    solver: str,
+    t0: float,
+    time_limit: float | None = None,
+    threads: int | None = None,
+    progress=None,
+    verbose: bool = False,
+) -> FamilySolution:
+    """Solve ``compiled.mip`` (which has ``decode``, ``stats``), re-check the decoded design with
+    ``evaluate`` (the model), and report in the user's objective (``to_user`` maps the MIP's)."""
+    from codesign.backends import solve as backend_solve
+
+    check_solver(solver)
+    build_s = time.perf_counter() - t0
+    opts: dict[str, Any] = {"verbose": verbose}
+    if time_limit is not None:
+        opts["time_limit"] = time_limit
+    if threads is not None:
+        opts["threads"] = threads
+    if progress is not None:
+
+        def _progress(inc, bnd, gap, elapsed):
+            progress(None if inc is None else to_user(inc), None if bnd is None else to_user(bnd), gap, elapsed)
+
+        opts["progress"] = _progress
+    if solver == "cpsat":
+        opts["max_coefficient"] = CPSAT_MAX_COEFFICIENT
+    res = backend_solve(compiled.mip, solver, **opts)
+    design = metrics = None
+    obj = bound = gap = None
+    status = res.status
+    if res.bound is not None and res.bound > 0:
+        bound = to_user(res.bound)
+    if res.x is not None:
+        d = compiled.decode(res.x)
+        ev = evaluate(d)
+        if not ev.feasible:
+            raise ModelError(f"{solver} returned a {kind} design the model rejects: {'; '.join(ev.violations)}")
+        claimed = to_user(res.objective)
+        if abs(claimed - ev.objective) > OBJECTIVE_RTOL * abs(ev.objective):
+            raise ModelError(f"{solver} objective {claimed:.12g} differs from the model's {ev.objective:.12g}")
+        obj = ev.objective
+        design = d.as_dict()
+        metrics = ev.as_dict()
+        if bound is not None:
+            gap = max((bound - obj) / abs(obj) if sense == "max" else (obj - bound) / abs(obj), 0.0)
+        proved = res.status == "optimal" or res.termination.upper().startswith("OPTIMAL")
+        status = "optimal" if proved and gap is not None and gap <= GAP_TOL else "feasible"
+    return FamilySolution(
+        instance=inst.name,
+        instance_hash=inst.content_hash,
+        kind=kind,
+        solver=solver,
+        status=status,
+        sense=sense,
+        objective_metric=metric,
+        objective=obj,
+        bound=bound,
+        gap=gap,
+        design=design,
+        metrics=metrics,
+        space_size=space,
+        mip=compiled.stats,
+        build_s=build_s,
+        solve_s=res.wall_time_s,
+        time_s=time.perf_counter() - t0,
+        nodes=res.nodes,
+        termination=res.termination,
+        solver_version=res.solver_version,
+        parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL, "objective_rtol": OBJECTIVE_RTOL},
+        provenance={**_provenance(), "instance_source": str(inst.source) if inst.source else None},
+    )
+
+
+def cross_check(a: FamilySolution, b: FamilySolution) -> dict[str, Any]:
+    """Both solvers must reach the same verified optimum (within AGREEMENT_RTOL)."""
+    info = {"solvers": [a.solver, b.solver], "statuses": [a.status, b.status], "objectives": [a.objective, b.objective]}
+    if "infeasible" in (a.status, b.status):
+        if a.status != b.status:
+            raise ModelError(f"solvers disagree on feasibility: {a.solver} {a.status}, {b.solver} {b.status}")
+        return {**info, "agree": True}
+    if a.status != "optimal" or b.status != "optimal":
+        return {**info, "agree": None, "note": "not both proven optimal; nothing to compare"}
+    rel = abs(a.objective - b.objective) / abs(a.objective)
+    if rel > AGREEMENT_RTOL:
+        raise ModelError(f"{a.solver} and {b.solver} disagree on {a.instance}: {a.objective!r} vs {b.objective!r} (relative {rel:.3g})")
+    return {**info, "agree": True, "relative_difference": rel, "times_s": [a.time_s, b.time_s]}
+
+
+def check_stored(data: dict[str, Any], path: str | Path, *, load: Callable[[str], Any], named: list[str], evaluate_record) -> dict[str, Any]:
+    """Re-verify a stored solution without solving: same instance content, the design feasible
+    for the model, the same objective. ``evaluate_record(inst, design_dict, source)`` returns
+    the model's evaluation (with ``feasible``, ``violations``, ``objective``) and the metric name."""
+    name = data["instance"]
+    source = (data.get("provenance") or {}).get("instance_source")
+    inst = load(name if name in named or not source else source)
+    if inst.content_hash != data["instance_hash"]:
+        return {"ok": False, "message": f"instance {inst.name} changed since the solution was written (hash differs)"}
+    if data.get("design") is None:
+        return {"ok": data["status"] == "infeasible", "message": f"no design; status {data['status']}"}
+    ev, metric = evaluate_record(inst, data["design"], str(path))
+    if not ev.feasible:
+        return {"ok": False, "message": "; ".join(ev.violations)}
+    rel = abs(ev.objective - data["objective"]) / abs(ev.objective)
+    if rel > OBJECTIVE_RTOL:
+        return {"ok": False, "message": f"objective {ev.objective!r} differs from the record {data['objective']!r} ({rel:.3g})"}
+    return {"ok": True, "message": f"{data['status']} {metric} = {ev.objective:.10g} reproduced by the model", "objective": ev.objective, "status": data["status"]}
+
+
+DEFAULT_OUT_DIR = Path("solutions") / "mapping"
+
+
+def solve_command(
+    console,
+    err,
+    inst,
+    solve_fn: Callable[..., FamilySolution],
+    show_design: Callable[[FamilySolution], None],
+    *,
+    solver: str,
+    time_limit: float | None,
+    threads: int | None,
+    cross_check_both: bool,
+    save: bool,
+    out_dir: Path | None,
+    as_json: bool,
+    emit,
+    explain: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """`codesign solve` for a mapping-family instance: live progress, optional cross-check with
+    the other solver, atomic save + ledger, report (exit 1 unless a design was found)."""
+    import typer
+
+    from codesign.jsonio import write_json_atomic
+    from codesign.model.mapping import format_count
+    from codesign.solve import write_ledger
+
+    def run(s: str) -> FamilySolution:
+        if as_json or not err.is_terminal:
+            return solve_fn(inst, solver=s, time_limit=time_limit, threads=threads)
+        with err.status(f"{s}: building and solving {inst.name} ...") as status:
+
+            def progress(inc, bnd, gap, elapsed):
+                g = "-" if gap is None else f"{100 * gap:.3g}%"
+                status.update(f"{s}: incumbent {'-' if inc is None else f'{inc:.6g}'}  bound {'-' if bnd is None else f'{bnd:.6g}'}  gap {g}  {elapsed:.1f}s")
+
+            return solve_fn(inst, solver=s, time_limit=time_limit, threads=threads, progress=progress)
+
+    sol = run(solver)
+    record = sol.as_dict()
+    if sol.status == "infeasible" and explain is not None:
+        record["explanation"] = explain()
+    if cross_check_both:
+        record["cross_check"] = cross_check(sol, run("cpsat" if solver != "cpsat" else "highs"))
+    if save:
+        path = (out_dir or DEFAULT_OUT_DIR) / f"{inst.name}.json"
+        write_json_atomic(path, record)
+        write_ledger(path.parent)
+        if not as_json:
+            console.print(f"saved {path}")
+    if as_json:
+        emit(record)
+    else:
+        color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
+        head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
+        if sol.objective is not None:
+            head += f" = {sol.objective:.10g}"
+        if sol.bound is not None:
+            head += f"   bound {sol.bound:.10g}"
+        if sol.gap is not None:
+            head += f"   gap {sol.gap:.2e}"
+        console.print(head)
+        console.print(
+            f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
+            f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows"
+            f"{'; verified by the model' if sol.design else ''}[/]"
+        )
+        if sol.design is not None:
+            show_design(sol)
+        if cross_check_both:
+            cc = record["cross_check"]
+            console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
+        for c in (record.get("explanation") or {}).get("conflicts", []):
+            console.print(f"[red]infeasible[/] because of {c['constraint']}: {c['message']}")
+    if sol.status not in ("optimal", "feasible"):
+        raise typer.Exit(1)

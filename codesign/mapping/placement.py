@@ -10,9 +10,6 @@ Files live in ``instances/mapping/`` next to the mapping instances and are addre
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +18,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.instance import Precision
-from codesign.mapping.spec import list_mapping_instances, mapping_dir
+from codesign.mapping.spec import FamilyInstance, family_path, list_mapping_instances
 from codesign.schema import Strict, load_toml, validate
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
@@ -120,20 +117,8 @@ class PlacementFile(Strict):
         return self
 
 
-@dataclass(frozen=True)
-class PlacementInstance:
-    spec: PlacementFile
-    source: Path | None
-    raw: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def content_hash(self) -> str:
-        blob = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+#: a placement instance (``spec`` is a :class:`PlacementFile`)
+PlacementInstance = FamilyInstance
 
 
 def list_placement_instances() -> list[str]:
@@ -141,17 +126,7 @@ def list_placement_instances() -> list[str]:
 
 
 def load_placement(name_or_path: str) -> PlacementInstance:
-    p = Path(name_or_path)
-    if p.suffix == ".toml" and p.exists():
-        path = p
-    else:
-        path = mapping_dir() / f"{name_or_path}.toml"
-        if not path.exists():
-            raise InputError(
-                f"unknown placement instance {name_or_path!r}",
-                expected="a name from `codesign instances` or a path to a .toml file",
-                suggestion=did_you_mean(name_or_path, list_placement_instances()),
-            )
+    path = family_path(name_or_path, "placement")
     return placement_from_data(load_toml(path), source=path)
 
 

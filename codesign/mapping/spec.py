@@ -123,8 +123,10 @@ class MappingFile(Strict):
 
 
 @dataclass(frozen=True)
-class MappingInstance:
-    spec: MappingFile
+class FamilyInstance:
+    """A validated mapping-family instance (``spec`` is its kind's pydantic file model)."""
+
+    spec: Any
     source: Path | None
     raw: dict[str, Any]
 
@@ -136,6 +138,10 @@ class MappingInstance:
     def content_hash(self) -> str:
         blob = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+#: a mapping instance (``spec`` is a :class:`MappingFile`)
+MappingInstance = FamilyInstance
 
 
 def mapping_dir() -> Path:
@@ -182,20 +188,24 @@ def commands_for(name_or_path: str):
     return importlib.import_module(KIND_COMMANDS[instance_kind(name_or_path)])
 
 
-def load_mapping(name_or_path: str) -> MappingInstance:
+def family_path(name_or_path: str, kind: str) -> Path:
+    """A .toml path as given, else the named instance of ``kind`` in instances/mapping/."""
     p = Path(name_or_path)
     if p.suffix == ".toml" and p.exists():
-        path = p
-    else:
-        path = mapping_dir() / f"{name_or_path}.toml"
-        if not path.exists():
-            raise InputError(
-                f"unknown mapping instance {name_or_path!r}",
-                expected="a name from `codesign instances` or a path to a .toml file",
-                suggestion=did_you_mean(name_or_path, list_mapping_instances()),
-            )
-    raw = load_toml(path)
-    return mapping_from_data(raw, source=path)
+        return p
+    path = mapping_dir() / f"{name_or_path}.toml"
+    if not path.exists():
+        raise InputError(
+            f"unknown {kind} instance {name_or_path!r}",
+            expected="a name from `codesign instances` or a path to a .toml file",
+            suggestion=did_you_mean(name_or_path, list_mapping_instances(kind)),
+        )
+    return path
+
+
+def load_mapping(name_or_path: str) -> MappingInstance:
+    path = family_path(name_or_path, "mapping")
+    return mapping_from_data(load_toml(path), source=path)
 
 
 def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None) -> MappingInstance:

@@ -5,7 +5,7 @@ instances of growing size, records per solver (HiGHS, CP-SAT) the median over ``
 of build time, solve time and total time, with status, objective, bound and gap of each run, the
 design-space size, and (for tiny versions) the brute-force time over every per-layer design.
 
-    python benchmarks/mapping_solve.py                 # everything (~10 min on 2 cores)
+    python benchmarks/mapping_solve.py                 # everything (~30 min on 2 shared cores)
     python benchmarks/mapping_solve.py --quick         # named instances only, 1 repeat
     python benchmarks/mapping_solve.py --out benchmarks/results/mapping_solve.json
 
@@ -95,7 +95,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--time-limit", type=float, default=300.0, help="per solve, seconds")
+    ap.add_argument("--time-limit", type=float, default=120.0, help="per solve, seconds")
     ap.add_argument("--quick", action="store_true", help="named instances only, one repeat")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "mapping_solve.json")
     a = ap.parse_args()

@@ -5,8 +5,9 @@
     python benchmarks/run_all.py --plots-only   # figures and tables from the stored JSON
 
 Figures go to benchmarks/figures/*.png, tables to benchmarks/results/tables.md (pasted into
-BENCHMARKS.md). A mapping series (issue 4) is measured too once ``compare.SERIES["mapping"]``
-is implemented (it is skipped while it raises NotImplementedError).
+BENCHMARKS.md). The mapping series compares generated pipeline mappings (issue 4) with their
+brute force; the named mapping/placement instances' solve times (formulations/mapping.md §3)
+come from benchmarks/mapping_solve.py, run here too.
 """
 
 from __future__ import annotations
@@ -28,11 +29,8 @@ def main() -> None:
     if not args.plots_only:
         for series in args.series.split(","):
             cmd = [sys.executable, str(HERE / "compare.py"), "--series", series] + (["--quick"] if args.quick else [])
-            r = subprocess.run(cmd)
-            if r.returncode and series == "mapping":
-                print("mapping series not available yet (issue 4); skipped")
-            elif r.returncode:
-                sys.exit(r.returncode)
+            subprocess.run(cmd, check=True)
+        subprocess.run([sys.executable, str(HERE / "mapping_solve.py")] + (["--quick", "--out", str(HERE / "results" / "mapping_solve_quick.json")] if args.quick else []), check=True)
         if not args.quick:
             # Optuna TPE with a 10x longer budget on three named instances (~10 min)
             subprocess.run([sys.executable, str(HERE / "compare.py"), "--series", "named", "--methods", "decomposed,tpe",

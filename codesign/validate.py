@@ -484,7 +484,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
             "layers": layers,
-            "collectives": 2.0 * layers * (row.tp > 1),  # eq. 4.10a
+            "collectives": (2.0 * layers + 1.0) * (row.tp > 1),  # eq. 4.10a: 2 all-reduces per layer + the logits all-gather
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,

@@ -185,6 +185,20 @@ def test_hierarchical_allreduce_splits_above_the_domain() -> None:
     assert np.allclose(tr.scale_out_steps, [0.0, 2.0, 14.0], rtol=REL, atol=1e-12)
 
 
+def test_hierarchical_allgather_splits_above_the_domain() -> None:
+    """A 1600 B result gathered over n devices, scale-up domain d = 8.
+
+    n = 4 <= d: one ring on scale-up, 3/4 x 1600 = 1200 B, 3 steps; nothing on scale-out.
+    n = 16 = 2 domains: across the 2 domains the M/d = 200 B block, 1/2 x 200 = 100 B, 1 step;
+    inside 7/8 x 1600 = 1400 B, 7 steps.
+    """
+    tr = network.hierarchical_allgather(np.array([4.0, 16.0]), 8, 1600.0)
+    assert np.allclose(tr.scale_up_B, [1200.0, 1400.0], rtol=REL, atol=0.0)
+    assert np.allclose(tr.scale_up_steps, [3.0, 7.0], rtol=REL, atol=0.0)
+    assert np.allclose(tr.scale_out_B, [0.0, 100.0], rtol=REL, atol=1e-12)
+    assert np.allclose(tr.scale_out_steps, [0.0, 1.0], rtol=REL, atol=1e-12)
+
+
 def test_point_to_point_uses_scale_up_only_inside_a_domain() -> None:
     """One 1000 B message: inside a domain 1000 B / 1 step on scale-up; across, on scale-out."""
     tr = network.point_to_point(np.array([True, False]), 1000.0)

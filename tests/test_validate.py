@@ -184,22 +184,47 @@ def test_the_step_form_splits_every_stream_by_the_overlap():
 
 
 def test_every_tp_all_reduce_pays_the_collective_latency():
-    """Two all-reduces per layer at TP > 1 (eq. 4.10a), each charged the fixed collective latency
-    (eq. 3.13d): Llama 70B (80 layers) at TP4 has 160 collective calls per stage step, at TP1
-    none; step_time adds collectives x latency (160 x 5 us = 0.8 ms)."""
+    """Two all-reduces per layer and one logits all-gather at TP > 1 (eq. 4.10a), each charged the
+    fixed collective latency (eq. 3.13d): Llama 70B (80 layers) at TP4 has 161 collective calls per
+    stage step, at TP1 none; step_time adds collectives x latency (161 x 5 us = 0.805 ms)."""
     from codesign.model.hardware import calibration_for
 
     lat = calibration_for("h100-sxm").collective_latency_us * 1e-6
     m4 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=4, tp=4, isl=1000, osl=1000), 64).workload_metrics["main"]
     m1 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=1, tp=1, isl=1000, osl=1000), 4).workload_metrics["main"]
     for phase in ("prefill", "decode"):
-        assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(160 * lat, rel=1e-12)
+        assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(161 * lat, rel=1e-12)
         assert m1[f"{phase}_step.collective_latency_s"] == 0.0
     t = {"compute": 0.0, "memory_local": 0.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
-         "collectives": 160.0}
+         "collectives": 161.0}
     cal = {"compute_efficiency": 1.0, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
            "stream_overlap": 0.0, "collective_latency_us": 5.0}
-    assert V.step_time(t, cal) == pytest.approx(0.8e-3, rel=1e-12)
+    assert V.step_time(t, cal) == pytest.approx(0.805e-3, rel=1e-12)
+
+
+def test_tp_gathers_the_16_bit_logits_of_every_new_token():
+    """The vocabulary-parallel LM head's logits are all-gathered in 16 bit (eq. 4.9a). Llama 70B
+    (hidden 8192, vocab 128256, 80 layers), TP8 on one H100 board (450 GB/s per direction), decode
+    batch 100: all-reduce message 100 x 8192 x 2 = 1,638,400 B, 160 of them at 2 x 7/8 each =
+    458,752,000 B; logits 100 x 128256 x 2 = 25,651,200 B gathered at 7/8 = 22,444,800 B.
+    Steps: 160 x 14 + 7 = 2247. Prefill (ISL 1000) all-reduces 1000x the decode message but gathers
+    the logits of the last prompt token only: the same 22,444,800 B."""
+    from codesign.model.hardware import calibration_for
+
+    cal = calibration_for("h100-sxm")
+    r = row(model="llama-3.1-70b", num_gpus=8, tp=8, isl=1000, osl=1000)
+    m = V.evaluate_row(r, 100).workload_metrics["main"]
+    logits = 7 / 8 * 100 * 128256 * 2
+    bytes_up = {"decode": 160 * 2 * 7 / 8 * 100 * 8192 * 2 + logits,
+                "prefill": 160 * 2 * 7 / 8 * 100 * 1000 * 8192 * 2 + logits}
+    assert bytes_up["decode"] == 458_752_000 + 22_444_800
+    for phase in ("prefill", "decode"):
+        expected = bytes_up[phase] / (450e9 * cal.network_efficiency)
+        assert m[f"{phase}_step.scale_up_bw_s"] == pytest.approx(expected, rel=1e-9)
+        assert m[f"{phase}_step.scale_up_latency_s"] == pytest.approx(2247 * 0.5e-6, rel=1e-9)
+        assert m[f"{phase}_step.scale_out_bw_s"] == 0.0
+    m1 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=1, tp=1, isl=1000, osl=1000), 4).workload_metrics["main"]
+    assert m1["decode_step.scale_up_bw_s"] == 0.0 and m1["decode_step.scale_up_latency_s"] == 0.0
 
 
 def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():

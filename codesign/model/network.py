@@ -68,6 +68,23 @@ def hierarchical_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> T
     return Traffic(up_b, up_s, out_b, out_s)
 
 
+def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Traffic:
+    """All-gather of an M-byte result (each of the n devices holds M/n) over n devices placed
+    contiguously in scale-up domains of ``domain`` devices.
+
+    n <= domain: one ring on scale-up, (n-1)/n x M. n > domain: first across the g = n/d domains
+    among devices of the same local rank on scale-out ((g-1)/g x M/d, g-1 steps), then inside each
+    domain on scale-up ((d-1)/d x M, d-1 steps).
+    """
+    n = _f(n)
+    m = _f(result_B)
+    inside = np.minimum(n, domain)
+    groups = np.maximum(n / domain, 1.0)
+    up_b, up_s = ring_allgather(inside, m)
+    out_b, out_s = ring_allgather(groups, m / inside)
+    return Traffic(up_b, up_s, out_b, out_s)
+
+
 def point_to_point(same_domain: ArrayLike, message_B: ArrayLike) -> Traffic:
     """One message to the next pipeline stage, over scale-up if both ends share a domain."""
     inside = np.asarray(same_domain, dtype=bool)

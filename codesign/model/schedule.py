@@ -179,20 +179,29 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
         per_layer = 2.0 * layers_stage * (tp > 1)
+        # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
+        # all-gathered so that every rank holds the full distribution of each sequence's last new
+        # token (eq. 4.9a): charged to the stage step like the head's FLOPs
+        logits = network.hierarchical_allgather(tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
+        has_tp = (tp > 1).astype(float)
         same_domain = tp * pp <= domain
         p2p = network.point_to_point(same_domain, message)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
-        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + has_p2p * p2p.scale_up_B
-        f[f"{phase}.steps_scale_up"] = per_layer * ar.scale_up_steps + has_p2p * p2p.scale_up_steps
-        f[f"{phase}.bytes_scale_out"] = per_layer * ar.scale_out_B + has_p2p * p2p.scale_out_B
-        f[f"{phase}.steps_scale_out"] = per_layer * ar.scale_out_steps + has_p2p * p2p.scale_out_steps
+        f[f"{phase}.bytes_scale_up"] = (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B
+                                        + has_p2p * p2p.scale_up_B)
+        f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + has_tp * logits.scale_up_steps
+                                        + has_p2p * p2p.scale_up_steps)
+        f[f"{phase}.bytes_scale_out"] = (per_layer * ar.scale_out_B + has_tp * logits.scale_out_B
+                                         + has_p2p * p2p.scale_out_B)
+        f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + has_tp * logits.scale_out_steps
+                                         + has_p2p * p2p.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
-        # collective calls of the step (eq. 4.10a): the two TP all-reduces of every layer, each a
-        # kernel whose ranks synchronise whatever the message size
-        f[f"{phase}.collectives"] = per_layer
+        # collective calls of the step (eq. 4.10a): the two TP all-reduces of every layer and the
+        # logits all-gather, each a kernel whose ranks synchronise whatever the message size
+        f[f"{phase}.collectives"] = per_layer + has_tp
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
 

@@ -329,7 +329,7 @@ def test_small_tokens_per_s_limit_is_sharp(small, small_opt) -> None:
 
 TINY_CASES = [
     # an upper budget on energy per token between its minimum and its value at the tokens/s optimum
-    (None, ["energy_per_token_J <= 0.004967"], True),
+    (None, ["energy_per_token_J <= 0.0049725"], True),  # min 0.0049720, at the optimum 0.0049731
     # a LOWER budget on tpot above the optimum's TPOT (0.0105 s): needs the exact max encoding
     (None, ["tpot_s >= 0.012"], True),
     (None, ["-tpot_s <= -0.012"], True),

@@ -175,6 +175,10 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
         weights_b = ((np.asarray(c.bytes_weights, dtype=float) - head_b) * frac + head_b) / tp
         kv_b = (np.asarray(c.bytes_kv_read, dtype=float) + np.asarray(c.bytes_kv_write, dtype=float)) * frac / shards
+        # activations between kernels (eq. 4.5a): always in the device's own memory; the tensors
+        # around the all-reduces are whole on every TP rank, the rest split over TP
+        act_b = (np.asarray(c.bytes_act_replicated, dtype=float)
+                 + np.asarray(c.bytes_act_sharded, dtype=float) / tp) * frac
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
@@ -188,7 +192,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         p2p = network.point_to_point(same_domain, message)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
-        f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local
+        f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         f[f"{phase}.bytes_scale_up"] = (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B
                                         + has_p2p * p2p.scale_up_B)

@@ -78,6 +78,8 @@ FloatArray = np.float64 | npt.NDArray[np.float64]
 
 #: FLOPs per multiply-accumulate.
 FLOPS_PER_MAC = 2
+#: bytes of one activation element (engines keep activations in 16 bit between kernels)
+ACTIVATION_BYTES = 2.0
 #: Matrices in a gated (SwiGLU: gate, up, down) and in a plain (up, down) MLP.
 GATED_MLP_MATRICES = 3
 PLAIN_MLP_MATRICES = 2
@@ -515,7 +517,9 @@ class StepCosts:
 
     Each field is a named term (float or numpy array, broadcast over the step's arguments); the
     properties are their sums. Bytes are DRAM traffic assuming no reuse across steps and perfect
-    reuse within a step (every weight read once per step); activations are not counted.
+    reuse within a step (every weight read once per step). Activations (16 bit) are split into the
+    part every tensor-parallel rank holds whole (``bytes_act_replicated``: the hidden-size tensors
+    around the all-reduces) and the part split over the ranks (``bytes_act_sharded``).
     """
 
     flops_attn_proj: FloatArray
@@ -534,6 +538,8 @@ class StepCosts:
     bytes_w_embed_head: FloatArray
     bytes_kv_read: FloatArray
     bytes_kv_write: FloatArray
+    bytes_act_replicated: FloatArray
+    bytes_act_sharded: FloatArray
     tokens: FloatArray
     moe_layers: int
     dense_layers: int
@@ -613,6 +619,40 @@ def _score_flops_per_pair(w: Workload, absorbed: npt.NDArray[np.bool_] | bool) -
     return np.where(absorbed, float(latent), float(naive))
 
 
+def activation_elements(w: Workload) -> tuple[float, float]:
+    """Activation elements one token moves through DRAM in one forward pass, written by one kernel
+    and read by the next (model.md eq. 2.15h): (replicated, sharded), the first held whole by every
+    tensor-parallel rank, the second split over the ranks. Per layer, h = hidden size, q = heads ·
+    head_dim, k = KV heads · head_dim, I = MLP intermediate width of one token (gated: the fused
+    gate/up GEMM writes 2I):
+
+    * replicated, 20 h: input norm (read h, write h); QKV GEMM reads h; O-projection writes h;
+      all-reduce (copy in: read h, write h; result: write h); residual add (read 2h, write h) and
+      post-attention norm (read h, write h); gate/up GEMM reads h; down GEMM writes h; all-reduce
+      3h; residual add 3h. MoE layers add the token permutation to the top-k experts and back:
+      2(top_k + 1) h.
+    * sharded: attention 4q + 2k (QKV GEMM writes q + 2k, attention reads q and writes q,
+      O-projection reads q); MLP gated 6I (gate/up write 2I, activation reads 2I writes I, down
+      reads I), plain 4I.
+
+    Once per step: embedding gather writes h, final norm reads h and writes h, LM head reads h (4h
+    replicated). The KV cache and weights are counted apart; logits are not counted.
+    """
+    h = float(w.hidden_size)
+    q = float(w.num_attention_heads * w.head_dim)
+    k = float(w.num_kv_heads * w.head_dim)
+    mlp = 6.0 if w.mlp_gated else 4.0
+    lp = layer_weight_params(w)
+    rep = 20.0 * h * w.num_layers + 4.0 * h
+    shard = (4.0 * q + 2.0 * k) * w.num_layers + mlp * float(w.ffn_hidden_size) * lp.dense_layers
+    if w.moe is not None:
+        m = w.moe
+        width = m.top_k * m.expert_ffn_hidden_size + m.num_shared_experts * m.shared_expert_ffn_hidden_size
+        rep += 2.0 * (m.top_k + 1) * h * lp.moe_layers
+        shard += mlp * float(width) * lp.moe_layers
+    return rep, shard
+
+
 def step_costs(
     w: Workload,
     *,
@@ -648,6 +688,8 @@ def step_costs(
       quantised checkpoints keep these two matrices in 16 bit (:func:`embedding_bytes_per_param`).
     * bytes_kv_read = batch · kv_cache_bytes(context); bytes_kv_write = T · kv_cache_bytes_per_token.
       The new tokens' own keys/values are consumed on chip and not re-read.
+    * bytes_act_* = 2 B · T · elements each token's activations move through DRAM between kernels
+      (:func:`activation_elements`): replicated (whole on every TP rank) and sharded (split by TP).
 
     Args:
         w: the workload.
@@ -682,6 +724,7 @@ def step_costs(
         touched = expected_experts_touched(w.moe.num_experts, w.moe.top_k, t)
         top_k = w.moe.top_k
     embed_rows = np.minimum(t, float(w.vocab_size))
+    act_rep, act_shard = activation_elements(w)
     head_params = w.vocab_size * w.hidden_size
 
     shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape, eb.shape)
@@ -707,6 +750,8 @@ def step_costs(
         bytes_w_embed_head=fit(eb * (head_params + embed_rows * w.hidden_size)),
         bytes_kv_read=fit(b * kv_cache_bytes(w, c, kvb)),
         bytes_kv_write=fit(t * kv_cache_bytes_per_token(w, kvb)),
+        bytes_act_replicated=fit(ACTIVATION_BYTES * t * act_rep),
+        bytes_act_sharded=fit(ACTIVATION_BYTES * t * act_shard),
         tokens=fit(t),
         moe_layers=lp.moe_layers,
         dense_layers=lp.dense_layers,

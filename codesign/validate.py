@@ -240,6 +240,10 @@ class Variant:
 
     #: ablation of §5.2: the A100 PCIe card calibrated with the A100 SXM module (one "ampere" family)
     ampere_one_family: bool = False
+    #: ablation of §5.6: no all-gather of the vocabulary-parallel logits (schedule.LOGITS_GATHER)
+    no_logits_gather: bool = False
+    #: ablation of §5.7: no activation traffic between kernels (workload.ACTIVATION_TRAFFIC)
+    no_activation_traffic: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -258,19 +262,22 @@ AMPERE_BEFORE = ("a100-sxm-80gb", "a100-pcie-80gb")
 
 @contextmanager
 def model_switches(variant: Variant):
-    """The model with the variant's code-level ablations (only ``embeddings_at_weight_precision``:
-    the 16-bit floor of ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0 while inside)."""
-    if not variant.embeddings_at_weight_precision:
-        yield
-        return
-    from codesign.model import workload
+    """The model with the variant's code-level ablations while inside: ``embeddings_at_weight_precision``
+    (the 16-bit floor ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0), ``no_logits_gather``
+    (``schedule.LOGITS_GATHER`` off) and ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off)."""
+    from codesign.model import schedule, workload
 
-    old = workload.EMBEDDING_MIN_BYTES_PER_PARAM
-    workload.EMBEDDING_MIN_BYTES_PER_PARAM = 0.0
+    saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC)
+    if variant.embeddings_at_weight_precision:
+        workload.EMBEDDING_MIN_BYTES_PER_PARAM = 0.0
+    if variant.no_logits_gather:
+        schedule.LOGITS_GATHER = False
+    if variant.no_activation_traffic:
+        workload.ACTIVATION_TRAFFIC = False
     try:
         yield
     finally:
-        workload.EMBEDDING_MIN_BYTES_PER_PARAM = old
+        workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC = saved
 
 
 def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
@@ -465,11 +472,13 @@ class RowTerms:
 
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
+    from codesign.model import schedule
     from codesign.model.hardware import calibration_for
     from codesign.model.workload import load_workload
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]
+    gather = schedule.LOGITS_GATHER and not variant.no_logits_gather
     cal = calibration_for(row.gpu)
     layers = float(math.ceil(load_workload(row.model).num_layers / row.pp))
     phases: dict[str, dict[str, float]] = {}
@@ -484,7 +493,8 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
             "layers": layers,
-            "collectives": (2.0 * layers + 1.0) * (row.tp > 1),  # eq. 4.10a: 2 all-reduces per layer + the logits all-gather
+            # eq. 4.10a: two all-reduces per layer and the logits all-gather
+            "collectives": (2.0 * layers + float(gather)) * (row.tp > 1),
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -1111,6 +1121,8 @@ _UNDO = {
     "pcie": {"pcie_as_before": True},
     "collective": {"fixed": (("collective_latency_us", 0.0),)},
     "families": {"ampere_one_family": True},
+    "logits": {"no_logits_gather": True},
+    "activations": {"no_activation_traffic": True},
 }
 
 
@@ -1126,14 +1138,17 @@ PROPOSALS: tuple[Variant, ...] = (
     MODEL,
     # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
     # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
-    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family and (= the
-    # model) the fixed latency of every TP collective call
-    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective"),
-    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective"),
-    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective"),
-    _without("+engine-memory-rule", "pcie", "families", "collective"),
-    _without("+pcie-scale-up", "families", "collective"),
-    _without("+a100-pcie-own-family", "collective"),
+    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, the fixed
+    # latency of every TP collective call, the logits all-gather and (= the model) the activation
+    # traffic between kernels
+    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
+    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
+    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
+    _without("+engine-memory-rule", "pcie", "families", "collective", "logits", "activations"),
+    _without("+pcie-scale-up", "families", "collective", "logits", "activations"),
+    _without("+a100-pcie-own-family", "collective", "logits", "activations"),
+    _without("+collective-latency", "logits", "activations"),
+    _without("+logits-gather", "activations"),
     # each change removed from the model alone
     _without("model-without-stream-overlap", "overlap"),
     _without("model-without-16-bit-embeddings", "embeddings"),
@@ -1141,6 +1156,8 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-pcie-scale-up", "pcie"),
     _without("model-without-a100-pcie-own-family", "families"),
     _without("model-without-collective-latency", "collective"),
+    _without("model-without-logits-gather", "logits"),
+    _without("model-without-activation-traffic", "activations"),
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

@@ -416,3 +416,28 @@ def test_the_a100_pcie_card_is_its_own_calibration_family():
     before = next(v for v in V.PROPOSALS if v.name == "before")
     assert dict(before.fixed) == {"stream_overlap": 1.0, "collective_latency_us": 0.0}
     assert before.ampere_one_family and before.pcie_as_before
+
+
+def test_the_logits_and_activation_ablations_remove_exactly_their_terms():
+    """model-without-logits-gather drops the 22,444,800 B logits all-gather of Llama 70B TP8 at
+    batch 100 (eq. 4.9a) and its collective call; model-without-activation-traffic drops the
+    activations: 2 B x 100 x (13,139,968 + 16,547,840 / 8) = 3,041,689,600 B per decode step
+    (eq. 2.15h), read at 3.35 TB/s times the memory efficiency."""
+    from codesign.model.hardware import calibration_for
+
+    cal = calibration_for("h100-sxm")
+    r = row(model="llama-3.1-70b", num_gpus=8, tp=8, isl=1000, osl=1000)
+    m = V.evaluate_row(r, 100).workload_metrics["main"]
+    no_lg = V.Variant("x", no_logits_gather=True)
+    m_lg = V.evaluate_row(r, 100, no_lg).workload_metrics["main"]
+    diff = m["decode_step.scale_up_bw_s"] - m_lg["decode_step.scale_up_bw_s"]
+    assert diff == pytest.approx(22_444_800 / (450e9 * cal.network_efficiency), rel=1e-9)
+    assert V.row_terms(r, 100).decode["collectives"] == 161.0
+    assert V.row_terms(r, 100, no_lg).decode["collectives"] == 160.0
+    m_act = V.evaluate_row(r, 100, V.Variant("y", no_activation_traffic=True)).workload_metrics["main"]
+    act_B = 2 * 100 * (13_139_968 + 16_547_840 / 8)
+    assert act_B == 3_041_689_600
+    diff = m["decode_step.memory_local_s"] - m_act["decode_step.memory_local_s"]
+    assert diff == pytest.approx(act_B / (3350e9 * cal.memory_efficiency), rel=1e-9)
+    # the switches are restored on exit
+    assert V.evaluate_row(r, 100).workload_metrics["main"]["decode_step.memory_local_s"] == m["decode_step.memory_local_s"]

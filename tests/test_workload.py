@@ -525,3 +525,25 @@ def test_vectorised_call_equals_scalar_calls(wid: str, points: list[tuple[int, i
     assert eet.shape == (2, 2)
     assert eet[0, 0] == expected_experts_touched(8, 2, 1)
     assert math.isclose(eet[1, 1], expected_experts_touched(256, 8, 64), rel_tol=1e-12)
+
+
+def test_activation_elements_by_hand() -> None:
+    """Activation elements one token moves through DRAM per forward pass (model.md eq. 2.15h).
+
+    Llama 3.1 70B: h = 8192, 80 layers, q = 64 x 128 = 8192, k = 8 x 128 = 1024, I = 28672 gated.
+      replicated 20 x 8192 x 80 + 4 x 8192 = 13,107,200 + 32,768 = 13,139,968
+      sharded (4 x 8192 + 2 x 1024) x 80 + 6 x 28672 x 80 = 2,785,280 + 13,762,560 = 16,547,840
+    Mixtral 8x7B: h = q = 4096, k = 1024, 32 MoE layers, top-2 experts of 14336.
+      replicated 20 x 4096 x 32 + 4 x 4096 + 2 x (2 + 1) x 4096 x 32 = 2,621,440 + 16,384 + 786,432
+        = 3,424,256
+      sharded (4 x 4096 + 2 x 1024) x 32 + 6 x (2 x 14336) x 32 = 589,824 + 5,505,024 = 6,094,848
+    step_costs carries them at 2 B per element and token.
+    """
+    from codesign.model.workload import activation_elements, load_workload, step_costs
+
+    assert activation_elements(load_workload("llama-3.1-70b")) == (13_139_968.0, 16_547_840.0)
+    mixtral = load_workload("mixtral-8x7b")
+    assert activation_elements(mixtral) == (3_424_256.0, 6_094_848.0)
+    c = step_costs(mixtral, batch=3, new_tokens=5, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0)
+    assert float(c.bytes_act_replicated) == 2 * 15 * 3_424_256
+    assert float(c.bytes_act_sharded) == 2 * 15 * 6_094_848

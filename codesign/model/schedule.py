@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 #: activations cross links in 16-bit (engines all-reduce in bf16/fp16 even with fp8 weights)
 ACTIVATION_BYTES = 2.0
+#: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
+#: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
+LOGITS_GATHER = True
 PHASES = ("prefill", "decode")
 #: base features per phase (column ``<phase>.<feature>``)
 PHASE_FEATURES = (
@@ -187,7 +190,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
         logits = network.hierarchical_allgather(tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
-        has_tp = (tp > 1).astype(float)
+        has_tp = (tp > 1).astype(float) * float(LOGITS_GATHER)
         same_domain = tp * pp <= domain
         p2p = network.point_to_point(same_domain, message)
         has_p2p = (pp > 1).astype(float)

@@ -80,6 +80,9 @@ FloatArray = np.float64 | npt.NDArray[np.float64]
 FLOPS_PER_MAC = 2
 #: bytes of one activation element (engines keep activations in 16 bit between kernels)
 ACTIVATION_BYTES = 2.0
+#: count activation traffic between kernels (eq. 2.15h); False only for the validation ablation
+#: ``model-without-activation-traffic`` (VALIDATION.md §6)
+ACTIVATION_TRAFFIC = True
 #: Matrices in a gated (SwiGLU: gate, up, down) and in a plain (up, down) MLP.
 GATED_MLP_MATRICES = 3
 PLAIN_MLP_MATRICES = 2
@@ -724,7 +727,7 @@ def step_costs(
         touched = expected_experts_touched(w.moe.num_experts, w.moe.top_k, t)
         top_k = w.moe.top_k
     embed_rows = np.minimum(t, float(w.vocab_size))
-    act_rep, act_shard = activation_elements(w)
+    act_rep, act_shard = activation_elements(w) if ACTIVATION_TRAFFIC else (0.0, 0.0)
     head_params = w.vocab_size * w.hidden_size
 
     shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape, eb.shape)

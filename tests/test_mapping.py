@@ -42,6 +42,11 @@ def test_llama405b_layer_costs_by_hand():
     assert p.layer.kv_read_B == 32 * 8192 * kv_token + 32 * kv_token  # one micro-batch: read + write
     # FLOPs: 2 per MAC on the matmul weights for 32 tokens + QK^T and PV over 8193 pairs
     assert p.layer.flops == 2 * 32 * (attention + mlp) + 32 * 8193 * (2 * 2 * 128 * 128)
+    # activations between kernels (model.md eq. 2.15j, k), 4 layers, 2 B per element, averaged
+    # per layer: replicated 20h x 4 + 4h, sharded (4q + 2k) x 4 + 6 x 53248 x 4, q = 16384, k = 1024
+    per_token = 20 * 16384 * 4 + 4 * 16384 + (4 * 16384 + 2 * 1024) * 4 + 6 * 53248 * 4
+    assert per_token == 2_924_544
+    assert p.layer.act_B == 2 * 32 * per_token / 4 == 46_792_704
 
 
 def test_period_of_an_all_local_design_by_hand():
@@ -56,9 +61,10 @@ def test_period_of_an_all_local_design_by_hand():
     head = 128256 * 16384 * 2.0  # LM head stays 16-bit (bf16) in fp8 checkpoints
     embed_rows = 32 * 16384 * 2.0
     compute0 = 3 * (lay.flops / flops_s + cal.layer_overhead_us * 1e-6)
-    memory0 = (3 * (lay.w_read_B + lay.kv_read_B) + embed_rows) / bw
+    # activations stay in the stage's own memory: one layer's act_B per layer on the device
+    memory0 = (3 * (lay.w_read_B + lay.kv_read_B + lay.act_B) + embed_rows) / bw
     compute1 = (lay.flops + 2 * 32 * 16384 * 128256) / flops_s + cal.layer_overhead_us * 1e-6
-    memory1 = (lay.w_read_B + lay.kv_read_B + head + 16384) / bw
+    memory1 = (lay.w_read_B + lay.kv_read_B + lay.act_B + head + 16384) / bw
     assert cal.stream_overlap == 0.0  # hopper's fitted value: the streams add
     stage0, stage1 = compute0 + memory0, compute1 + memory1
     assert ev.stage_s == pytest.approx([stage0, stage1], rel=1e-12)

@@ -81,7 +81,7 @@ def _time_ub(p: MappingProblem) -> float:
     extra_B = p.first_read_B + p.last_read_B
     worst_local = max(x.s_per_B_local for x in p.devices) * extra_B
     compute = max(x.s_per_flop * (nmax * lay.flops + p.last_flops) + nmax * x.s_per_layer for x in p.devices)
-    memory = nmax * per_layer * slowest_B + worst_local
+    memory = nmax * (per_layer + lay.act_B) * slowest_B + worst_local
     shared = 0.0
     if p.port_Bps:
         shared = p.layers * per_layer * max(1.0 / p.port_Bps, 1.0 / p.switch_Bps)
@@ -234,6 +234,8 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
         M = mip.add_var(f"M[{d}]", 0.0, t_ub)
         # local stream
         idx, val = read_terms(d, [li])
+        if lay.act_B:  # activations of every layer on the device, whatever tier holds it
+            idx, val = [n[d], *idx], [lay.act_B, *val]
         const = (p.first_read_B if first else 0.0) + (p.last_read_B if last else 0.0)
         mip.add_row(f"local[{d}]", [M, *idx], [1.0] + [-dev.s_per_B_local / tau * v for v in val], lb=dev.s_per_B_local * const / tau)
         idx, val = read_terms(d, [hi])
@@ -328,7 +330,7 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
         for d in range(D):
             dev = p.devices[d]
             idx.append(n[d])
-            val.append(lay.flops * dev.J_per_flop)
+            val.append(lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local)
             if d == D - 1:
                 const += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
             if d == 0:

@@ -106,6 +106,7 @@ class LayerCosts:
     w_store_B: float
     kv_read_B: float  # reads of the micro-batch's cached context + writes of its new token
     kv_store_B: float  # KV cache of all B sequences
+    act_B: float = 0.0  # activations between kernels, always in the stage device's own memory
 
 
 @dataclass
@@ -186,7 +187,10 @@ def build_problem(inst) -> MappingProblem:
     first_store = eb * head_params
     last_store = (eb * head_params) + wb * w.hidden_size  # LM head (tied: a second copy) + final norm
     last_read = eb * head_params + wb * w.hidden_size
-    layer = LayerCosts(layer_flops, w_read, w_store, kv_read, kv_store)
+    # activations between kernels (model.md eq. 2.15j, k; one device per stage, so nothing is
+    # split over TP): in the stage device's own memory whatever tier holds the layer's weights
+    act = float(step.bytes_act_replicated + step.bytes_act_sharded) / L
+    layer = LayerCosts(layer_flops, w_read, w_store, kv_read, kv_store, act)
 
     devices: list[Device] = []
     host_link = catalog.load_interconnect(HOST_LINK)
@@ -435,7 +439,8 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
     first[0] = 1.0
     last[-1] = 1.0
     li, hi = p.tier_index["local"], p.tier_index["host"]
-    local_read = cw[:, :, li] * lay.w_read_B + ck[:, :, li] * lay.kv_read_B + first * p.first_read_B + last * p.last_read_B
+    local_read = (cw[:, :, li] * lay.w_read_B + ck[:, :, li] * lay.kv_read_B + n * lay.act_B
+                  + first * p.first_read_B + last * p.last_read_B)
     host_read = cw[:, :, hi] * lay.w_read_B + ck[:, :, hi] * lay.kv_read_B
     flops = n * lay.flops + last * p.last_flops  # (D,)
 

@@ -18,7 +18,7 @@ Per device and period (all sums over the device's layers, per-layer costs from
 :func:`codesign.model.workload.step_costs` for one micro-batch, eq. 9.2-9.6):
 
     compute_d = flops_d / (F_d·η_c) + n_d·t_layer                       (+ LM head on the last)
-    local_d   = bytes read from local memory / (BW_d·η_m)
+    local_d   = bytes read from local memory (incl. every layer's activations) / (BW_d·η_m)
     host_d    = bytes read from host memory / BW_host,d
     link_dj   = bytes read from module j / BW_port          (one device port per attached module)
     M_d       = max(local_d, host_d, max_j link_dj)          memory streams run side by side

@@ -1261,14 +1261,17 @@ def plot(report: ValidationReport, path: str | Path, *, title: str | None = None
 def format_report(report: ValidationReport, worst: int = 10) -> str:
     """Plain-text summary: overall / held-out MAPE, per-group table, worst rows, skipped rows."""
     d = report.as_dict()
+    labelled = any(r.get("split") in ("fit", "held-out") for r in d["rows"])
+    split_note = (f"held-out {d['held_out_mape_pct']:.2f} %  fit {d['fit_mape_pct']:.2f} %" if labelled else
+                  "no row is in the split file: none was used for fitting")
     lines = [
-        f"rows {d['n_rows']}  skipped {d['n_skipped']}  MAPE {d['mape_pct']:.2f} %  "
-        f"held-out {d['held_out_mape_pct']:.2f} %  fit {d['fit_mape_pct']:.2f} %",
+        f"rows {d['n_rows']}  skipped {d['n_skipped']}  MAPE {d['mape_pct']:.2f} %  {split_note}",
         "",
         f"{'|'.join(report.by):40s} {'n':>4s} {'MAPE %':>8s} {'bias %':>8s} {'max %':>8s} {'held-out %':>10s}",
     ]
     for k, g in d["groups"].items():
-        lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {g['held_out_mape_pct']:10.2f}")
+        held = f"{g['held_out_mape_pct']:10.2f}" if labelled else f"{'-':>10s}"
+        lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {held}")
     lines += ["", "worst rows:"]
     for r in report.worst(worst):
         lines.append(f"  {r['id']} {r['model']} {r['gpu']} {r['precision']} tp{r['tp']} {r['isl']}/{r['osl']} "

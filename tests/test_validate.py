@@ -342,6 +342,18 @@ def test_mape_of_a_two_row_toy_report():
     assert rep.worst(1)[0]["id"] == "b"
 
 
+def test_a_file_outside_the_split_says_so_instead_of_nan():
+    """Rows of another measurements file (e.g. validation/repeat-llama3-70b.csv) have no split
+    label: the report says none was fitted rather than printing a NaN held-out MAPE."""
+    rows = [{"id": "x", "model": "m", "gpu": "g", "family": "f", "precision": "fp8", "tp": 1, "isl": 1, "osl": 1,
+             "batch": 1, "measured": 100.0, "predicted": 90.0, "error_pct": -10.0, "split": None}]
+    text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
+    assert "no row is in the split file" in text and "nan" not in text.lower()
+    rows[0]["split"] = "held-out"
+    text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
+    assert "held-out 10.00 %" in text
+
+
 def test_plot_writes_a_png(tmp_path):
     rows = [
         {"id": "a", "family": "hopper", "metric": "output_tokens_per_s", "measured": 100.0, "predicted": 110.0, "error_pct": 10.0, "split": "fit"},

@@ -622,9 +622,40 @@ def _score_flops_per_pair(w: Workload, absorbed: npt.NDArray[np.bool_] | bool) -
     return np.where(absorbed, float(latent), float(naive))
 
 
+@dataclass(frozen=True)
+class ActivationParts:
+    """Activation elements of one token between kernels, by where they sit (model.md eq. 2.15j, k;
+    see :func:`activation_elements`)."""
+
+    replicated_per_layer: float  # 20 h: whole on every TP rank
+    attention_per_layer: float  # 4q + 2k: split over TP
+    dense_mlp_per_layer: float  # 6 I (gated) or 4 I of a dense layer: split over TP
+    moe_permutation_per_layer: float  # 2 (top_k + 1) h: whole on every rank
+    moe_shared_per_layer: float  # the shared experts' intermediates: 6 or 4 x their width
+    routed_per_selection: float  # one routed expert's intermediates for one token: 6 or 4 x f_e
+    per_step: float  # 4 h: embedding gather, final norm, LM-head input
+
+
+def activation_parts(w: Workload) -> ActivationParts:
+    """The pieces of :func:`activation_elements` (per token), for models that place them apart
+    (the placement model puts routed experts on devices, not split over TP)."""
+    h = float(w.hidden_size)
+    mlp = 6.0 if w.mlp_gated else 4.0
+    moe = w.moe
+    return ActivationParts(
+        replicated_per_layer=20.0 * h,
+        attention_per_layer=4.0 * w.num_attention_heads * w.head_dim + 2.0 * w.num_kv_heads * w.head_dim,
+        dense_mlp_per_layer=mlp * w.ffn_hidden_size,
+        moe_permutation_per_layer=0.0 if moe is None else 2.0 * (moe.top_k + 1) * h,
+        moe_shared_per_layer=0.0 if moe is None else mlp * moe.num_shared_experts * moe.shared_expert_ffn_hidden_size,
+        routed_per_selection=0.0 if moe is None else mlp * moe.expert_ffn_hidden_size,
+        per_step=4.0 * h,
+    )
+
+
 def activation_elements(w: Workload) -> tuple[float, float]:
     """Activation elements one token moves through DRAM in one forward pass, written by one kernel
-    and read by the next (model.md eq. 2.15h): (replicated, sharded), the first held whole by every
+    and read by the next (model.md eq. 2.15j, k): (replicated, sharded), the first held whole by every
     tensor-parallel rank, the second split over the ranks. Per layer, h = hidden size, q = heads ·
     head_dim, k = KV heads · head_dim, I = MLP intermediate width of one token (gated: the fused
     gate/up GEMM writes 2I):
@@ -641,18 +672,12 @@ def activation_elements(w: Workload) -> tuple[float, float]:
     Once per step: embedding gather writes h, final norm reads h and writes h, LM head reads h (4h
     replicated). The KV cache and weights are counted apart; logits are not counted.
     """
-    h = float(w.hidden_size)
-    q = float(w.num_attention_heads * w.head_dim)
-    k = float(w.num_kv_heads * w.head_dim)
-    mlp = 6.0 if w.mlp_gated else 4.0
+    a = activation_parts(w)
     lp = layer_weight_params(w)
-    rep = 20.0 * h * w.num_layers + 4.0 * h
-    shard = (4.0 * q + 2.0 * k) * w.num_layers + mlp * float(w.ffn_hidden_size) * lp.dense_layers
-    if w.moe is not None:
-        m = w.moe
-        width = m.top_k * m.expert_ffn_hidden_size + m.num_shared_experts * m.shared_expert_ffn_hidden_size
-        rep += 2.0 * (m.top_k + 1) * h * lp.moe_layers
-        shard += mlp * float(width) * lp.moe_layers
+    top_k = 0 if w.moe is None else w.moe.top_k
+    rep = a.replicated_per_layer * w.num_layers + a.moe_permutation_per_layer * lp.moe_layers + a.per_step
+    shard = (a.attention_per_layer * w.num_layers + a.dense_mlp_per_layer * lp.dense_layers
+             + (a.moe_shared_per_layer + top_k * a.routed_per_selection) * lp.moe_layers)
     return rep, shard
 
 

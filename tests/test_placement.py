@@ -8,6 +8,7 @@ model's hand-derivable pieces match hand-derived numbers; stored solutions re-ve
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -146,15 +147,26 @@ def test_dispatch_and_allreduce_by_hand():
     assert a.dispatch_s[0, 0] == pytest.approx(max(per / up, 2 * per / out))
     # device 2 (other domain, no experts): sends per·k = 2·per over IB, receives nothing
     assert a.dispatch_s[0, 2] == pytest.approx(2 * per / out)
-    # a TP group of 2 inside a domain: ring all-reduce 2(t-1)/t·M over NVLink + 2(t-1) latencies
+    # TP communication of a step (eq. P8a): 4 all-reduces (one per attention block; 4 MoE layers,
+    # no dense MLP) of M = 128 sequences x 4096 x 2 B = 1,048,576 B and the logits all-gather of
+    # M_lg = 128 x 32000 x 2 B = 8,192,000 B, which costs half an all-reduce of M_lg on every
+    # pattern: 4.5 all-reduce equivalents of M_eff = (4 M + M_lg / 2) / 4.5 = 1,842,289.78 B
     M = (256 / 2) * h * 2.0
+    M_lg = (256 / 2) * 32000 * 2.0
+    assert (M, M_lg) == (1_048_576, 8_192_000)
+    assert pb.allreduces == 4 and pb.tp_calls == 4.5
+    M_eff = (4 * M + 0.5 * M_lg) / 4.5
+    assert pb.tp_message_B == pytest.approx(M_eff) and M_eff == pytest.approx(1_842_289.78, abs=0.01)
+    # a TP group of 2 inside a domain: ring all-reduce 2(t-1)/t·M over NVLink + 2(t-1) latencies
     t_in, e_in = pattern_cost(pb, (2, 0))
-    assert t_in == pytest.approx(M / up + 2 * pb.up_latency_s)
-    assert e_in == pytest.approx(2 * M * pb.J_per_B_up)
+    assert t_in == pytest.approx(M_eff / up + 2 * pb.up_latency_s)
+    assert e_in == pytest.approx(2 * M_eff * pb.J_per_B_up)
+    # = 4 all-reduces of M + an all-gather of M_lg ((t-1)/t·M_lg bytes, t-1 latencies)
+    assert 4.5 * t_in == pytest.approx(4 * (M / up + 2 * pb.up_latency_s) + (M_lg / 2 / up + pb.up_latency_s))
     # split 1 + 1: no intra phase; all-reduce across 2 parts of the full message over IB
     t_x, e_x = pattern_cost(pb, (1, 1))
-    assert t_x == pytest.approx(M / out + 2 * pb.out_latency_s)
-    assert e_x == pytest.approx(2 * M * pb.J_per_B_out)
+    assert t_x == pytest.approx(M_eff / out + 2 * pb.out_latency_s)
+    assert e_x == pytest.approx(2 * M_eff * pb.J_per_B_out)
     assert pb.J_per_B_up == pytest.approx(50 * 8e-12) and pb.J_per_B_out == pytest.approx(165 * 8e-12)
 
 
@@ -164,6 +176,21 @@ def test_capacity_per_device_by_hand():
     expert = 3 * w.hidden_size * w.moe.expert_ffn_hidden_size  # gated: gate, up, down; fp8 = 1 B
     assert pb.expert_store_B == pytest.approx(4 * expert)  # 4 MoE layers
     assert pb.capacity_B == pytest.approx((80 - 6.75) * 2**30)
+
+
+def test_expert_activations_by_hand():
+    """One token through one routed Mixtral expert (gated, width 14336) moves 6 x 14336 activation
+    elements at 2 B (model.md eq. 2.15k): 172,032 B; the expert phase's memory stream of a device
+    adds that per selection it serves (eq. P4a)."""
+    pb = build_problem(load_placement(TINY))
+    assert pb.act_per_selection_B == 2 * 6 * 14336 == 172_032
+    A = np.array([[0, 0, 0, 0, 1, 1, 1, 1]])
+    a = assess(pb, A, 0.0, 0.0)
+    load = a.load[0, 0]
+    no_act = dataclasses.replace(pb, act_per_selection_B=0.0)
+    b = assess(no_act, A, 0.0, 0.0)
+    assert pb.sigma == 0.0  # hopper: the streams add
+    assert a.expert_s[0, 0] - b.expert_s[0, 0] == pytest.approx(pb.s_per_B * 172_032 * pb.batch * load)
 
 
 def test_space_size_counts_experts_and_groups():

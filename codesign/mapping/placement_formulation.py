@@ -109,7 +109,7 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     # --- bounds of the epigraph variables (valid for every design) ---
     k = float(pb.top_k)
     cmax = pb.s_per_flop * (pb.moe_fixed_flops + pb.flops_per_selection * pb.batch * k)
-    mmax = pb.s_per_B * (pb.moe_fixed_bytes + pb.expert_bytes * float(pb.q.sum()))
+    mmax = pb.s_per_B * (pb.moe_fixed_bytes + pb.expert_bytes * float(pb.q.sum()) + pb.act_per_selection_B * pb.batch * k)
     x_ub = 2.0 * (cmax + mmax) / tu
     ds = pb.dispatch_B_per_selection
     bw_min = min(pb.up_Bps, pb.out_Bps) if K > 1 else pb.up_Bps
@@ -120,12 +120,13 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     cc = pb.s_per_flop * pb.flops_per_selection * pb.batch / tu  # µs per unit of P_d
     c0 = pb.s_per_flop * pb.moe_fixed_flops / tu
     mm = pb.s_per_B * pb.expert_bytes / tu  # µs per unit of Σ q
+    ma = pb.s_per_B * pb.act_per_selection_B * pb.batch / tu  # µs of activations per unit of P_d
     m0 = pb.s_per_B * pb.moe_fixed_bytes / tu
     sig = pb.sigma
     for d in range(D):
         idx = [n[c, d] for c in range(C)]
         cval = [cc * pc[c] for c in range(C)]
-        mval = [mm * qc[c] for c in range(C)]
+        mval = [mm * qc[c] + ma * pc[c] for c in range(C)]
         if sig == 0.0:
             mip.add_row(f"expert[{d}]", [X, *idx], [1.0] + [-(a + b) for a, b in zip(cval, mval, strict=True)], lb=c0 + m0)
         else:
@@ -141,13 +142,13 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     # ceil(m_c/D) of them on one device; the E experts put ceil(E/D) on one device, costing at
     # least the ceil(E/D) cheapest experts
     unit_cost = sorted(
-        [(cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members] if sig == 0.0 else [max(cc * cl.p, mm * cl.q) * sig + (1 - sig) * (cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members]
+        [((cc + ma) * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members] if sig == 0.0 else [max(cc * cl.p, mm * cl.q) * sig + (1 - sig) * (cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members]
     )
     lb_x = c0 + m0 + sum(unit_cost[: math.ceil(pb.experts / D)]) if sig == 0.0 else 0.0
     for cl in pb.classes:
         per = math.ceil(len(cl.members) / D)
         if sig == 0.0:
-            lb_x = max(lb_x, c0 + m0 + per * (cc * cl.p + mm * cl.q))
+            lb_x = max(lb_x, c0 + m0 + per * ((cc + ma) * cl.p + mm * cl.q))
     if lb_x > 0:
         mip.add_row("cut-expert", [X], [1.0], lb=lb_x)
 
@@ -185,7 +186,8 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     if pb.tp > 1:
         G = pb.groups
         costs = [pattern_cost(pb, pi) for pi in patterns]
-        A = mip.add_var("A", 0.0, max(c[0] for c in costs) / tu)
+        # A: the slowest group's TP communication of one step, tp_calls all-reduce equivalents (P8a)
+        A = mip.add_var("A", 0.0, pb.tp_calls * max(c[0] for c in costs) / tu)
         for j, pi in enumerate(patterns):
             ub = min([G] + [pb.domains[kk] // a for kk, a in enumerate(pi) if a > 0])
             yj = mip.add_var(f"y[{j}]", 0, ub, integer=True)
@@ -195,7 +197,7 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
             u = mip.add_binary(f"u[{j}]")
             mip.add_row(f"used[{j}]", [yj, u], [1.0, -float(ub)], ub=0.0)
             if costs[j][0] > 0:
-                mip.add_row(f"allreduce[{j}]", [A, u], [1.0, -costs[j][0] / tu], lb=0.0)
+                mip.add_row(f"allreduce[{j}]", [A, u], [1.0, -pb.tp_calls * costs[j][0] / tu], lb=0.0)
             tp_e_idx.append(yj)
             tp_e_val.append(costs[j][1])
         mip.add_row("groups", y, np.ones(len(y)), lb=G, ub=G)
@@ -237,7 +239,7 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     st_const = (pb.fixed_time_s + Lm * 2 * pb.a2a_latency_s) / tu
     if A is not None:
         st_idx.append(A)
-        st_val.append(float(pb.allreduces))
+        st_val.append(1.0)
     if pb.tpot_budget_s is not None:
         # the model accepts a step up to FEASIBILITY_RTOL above the budget; so does the MIP
         mip.add_row("tpot", st_idx, st_val, ub=pb.tpot_budget_s * (1 + FEASIBILITY_RTOL) / tu - st_const)
@@ -252,13 +254,14 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
         val: list[float] = []
         link = pb.dispatch_B_per_selection + pb.combine_B_per_selection
         for d in range(D):
-            per_p = Lm * (pb.flops_per_selection * pb.batch * pb.J_per_flop + link * ((S[d] - 1) * pb.J_per_B_up + (D - S[d]) * pb.J_per_B_out))
+            per_p = Lm * (pb.flops_per_selection * pb.batch * pb.J_per_flop + pb.act_per_selection_B * pb.batch * pb.J_per_B_mem
+                          + link * ((S[d] - 1) * pb.J_per_B_up + (D - S[d]) * pb.J_per_B_out))
             per_q = Lm * pb.expert_bytes * pb.J_per_B_mem
             for c in range(C):
                 idx.append(n[c, d])
                 val.append(per_p * pc[c] + per_q * qc[c])
         idx += tp_e_idx
-        val += [pb.allreduces * e for e in tp_e_val]
+        val += [pb.tp_calls * e for e in tp_e_val]
         static = pb.static_W * D * tu
         idx += st_idx
         val += [static * v for v in st_val]

@@ -58,6 +58,8 @@ from codesign.instance import BYTES_PER_ELEMENT
 from codesign.model import network
 from codesign.model.hardware import PICO, GBps, GiB, _pick, calibration_for, usable_capacity_B
 from codesign.model.workload import (
+    ACTIVATION_BYTES,
+    activation_parts,
     embedding_bytes_per_param,
     kv_cache_bytes,
     layer_weight_params,
@@ -156,6 +158,7 @@ class PlacementProblem:
     static_W: float
     flops_per_selection: float  # 2·P_exp: one token through one expert
     expert_bytes: float  # one expert of one layer
+    act_per_selection_B: float  # activations of one token through one routed expert (eq. P4a)
     moe_fixed_flops: float  # shared experts + router, per device per MoE layer
     moe_fixed_bytes: float
     fixed_time_s: float  # C_fix
@@ -173,6 +176,11 @@ class PlacementProblem:
     # TP all-reduce
     allreduce_B: float  # M: activations of one group's tokens
     allreduces: int  # per step
+    # the TP communication of a step as all-reduce equivalents (eq. P8a): the logits all-gather of
+    # M_lg bytes costs half an all-reduce of M_lg on every pattern, so N_ar AR(M) + AR(M_lg)/2 =
+    # tp_calls x AR(tp_message_B) with tp_calls = N_ar + 1/2 and tp_message_B the weighted message
+    tp_calls: float
+    tp_message_B: float
     # capacity
     fixed_store_B: float
     expert_store_B: float  # one expert, all MoE layers
@@ -300,18 +308,26 @@ def build_problem(inst) -> PlacementProblem:
         ct, mt = cflops * s_flop, mbytes * s_byte
         return (1 - sigma) * (ct + mt) + sigma * max(ct, mt)
 
+    # activations between kernels (model.md eq. 2.15j, k): whole on every rank of a TP group, or
+    # split over it; the MoE permutation and shared experts for this device's B/D tokens; the
+    # routed experts' intermediates per selection (eq. P4a)
+    act = activation_parts(w)
+    act_group = ACTIVATION_BYTES * (B / G)
+
     # costs of one group's tokens (B/G sequences), whole model
     st = step_costs(w, batch=B / G, new_tokens=1, context=c, weight_bytes_per_param=wb, kv_bytes_per_element=kvb, embedding_bytes_per_param=eb)
     kv_shard = 1 if w.mla is not None else min(t, w.num_kv_heads)
     # attention phase per layer, per device (TP over the group)
     attn_flops = float(st.flops_attn_proj + st.flops_attn_score) / (L * t)
-    attn_bytes = float(st.bytes_w_attn) / (L * t) + float(st.bytes_w_norms) / L + float(st.bytes_kv_read + st.bytes_kv_write) / (L * kv_shard)
+    attn_bytes = (float(st.bytes_w_attn) / (L * t) + float(st.bytes_w_norms) / L + float(st.bytes_kv_read + st.bytes_kv_write) / (L * kv_shard)
+                  + act_group * (act.replicated_per_layer + act.attention_per_layer / t))
     dense_flops = float(st.flops_mlp_dense) / (max(Ld, 1) * t)
-    dense_bytes = float(st.bytes_w_mlp_dense) / (max(Ld, 1) * t)
+    dense_bytes = float(st.bytes_w_mlp_dense) / (max(Ld, 1) * t) + act_group * act.dense_mlp_per_layer / t
     head_flops = float(st.flops_lm_head) / t
-    head_bytes = float(st.bytes_w_embed_head) / t
+    head_bytes = float(st.bytes_w_embed_head) / t + act_group * act.per_step
     moe_fixed_flops = float(st.flops_moe_shared + st.flops_router) / (Lm * t)  # this device's B/D tokens
-    moe_fixed_bytes = float(st.bytes_w_moe_shared + st.bytes_w_router) / Lm  # replicated on every device
+    moe_fixed_bytes = (float(st.bytes_w_moe_shared + st.bytes_w_router) / Lm  # replicated on every device
+                       + ACTIVATION_BYTES * (B / D) * (act.moe_permutation_per_layer + act.moe_shared_per_layer))
     fixed_time = L * (comb(attn_flops, attn_bytes) + layer_s) + Ld * comb(dense_flops, dense_bytes) + comb(head_flops, head_bytes)
     fixed_flops = L * attn_flops + Ld * dense_flops + head_flops + Lm * moe_fixed_flops
     fixed_bytes = L * attn_bytes + Ld * dense_bytes + head_bytes + Lm * moe_fixed_bytes
@@ -349,6 +365,11 @@ def build_problem(inst) -> PlacementProblem:
         + kv_store
     )
     expert_bytes = wb * lp.routed_expert
+    # TP: n_ar all-reduces of M_ar and the logits all-gather of M_lg (16-bit logits of each
+    # sequence's new token, model.md eq. 4.9a) per step
+    M_ar = (B / G) * h * net.activation_bytes_per_element
+    M_lg = (B / G) * w.vocab_size * ACTIVATION_BYTES
+    n_ar = (L + Ld) if t > 1 else 0
     return PlacementProblem(
         inst=inst,
         devices=D,
@@ -370,6 +391,7 @@ def build_problem(inst) -> PlacementProblem:
         static_W=static_W,
         flops_per_selection=FLOPS_PER_MAC * lp.routed_expert,
         expert_bytes=expert_bytes,
+        act_per_selection_B=ACTIVATION_BYTES * act.routed_per_selection,
         moe_fixed_flops=moe_fixed_flops,
         moe_fixed_bytes=moe_fixed_bytes,
         fixed_time_s=fixed_time,
@@ -383,8 +405,10 @@ def build_problem(inst) -> PlacementProblem:
         a2a_latency_s=a2a_lat,
         J_per_B_up=J_up,
         J_per_B_out=J_out,
-        allreduce_B=(B / G) * h * net.activation_bytes_per_element,
-        allreduces=(L + Ld) if t > 1 else 0,
+        allreduce_B=M_ar,
+        allreduces=n_ar,
+        tp_calls=n_ar + 0.5 if t > 1 else 0.0,
+        tp_message_B=(n_ar * M_ar + 0.5 * M_lg) / (n_ar + 0.5) if t > 1 else M_ar,
         fixed_store_B=fixed_store,
         expert_store_B=Lm * expert_bytes,
         capacity_B=float(usable_capacity_B(cap_raw, cal)),
@@ -403,7 +427,7 @@ def pattern_cost(pb: PlacementProblem, parts: tuple[int, ...]) -> tuple[float, f
     reduce-scatter + all-gather inside each part (2(a−1)/a·M per device, scale-up), then an
     all-reduce across the m parts of the shard M/a_i each device holds (2(m−1)/m·M/a_min per device
     on the slowest part, scale-out)."""
-    M = pb.allreduce_B
+    M = pb.tp_message_B
     a = [x for x in parts if x > 0]
     t = sum(a)
     if t <= 1:
@@ -530,7 +554,7 @@ def assess(pb: PlacementProblem, A: np.ndarray, tp_time_s: float, tp_energy_J: f
     touched = np.einsum("ned,e->nd", onehot, pb.q)
     count = onehot.sum(1).astype(float)
     c = pb.s_per_flop * (pb.moe_fixed_flops + pb.flops_per_selection * pb.batch * load)
-    m = pb.s_per_B * (pb.moe_fixed_bytes + pb.expert_bytes * touched)
+    m = pb.s_per_B * (pb.moe_fixed_bytes + pb.expert_bytes * touched + pb.act_per_selection_B * pb.batch * load)
     expert = (1 - pb.sigma) * (c + m) + pb.sigma * np.maximum(c, m)
 
     S = np.array(pb.domains, dtype=float)[pb.domain_of]  # (D,)
@@ -559,10 +583,11 @@ def assess(pb: PlacementProblem, A: np.ndarray, tp_time_s: float, tp_energy_J: f
     step = (
         pb.fixed_time_s
         + Lm * (expert.max(1) + dispatch.max(1) + combine.max(1) + 2 * pb.a2a_latency_s)
-        + pb.allreduces * tp_time_s
+        + pb.tp_calls * tp_time_s
     )
-    routed_J = (pb.flops_per_selection * pb.batch * load.sum(1)) * pb.J_per_flop + (pb.expert_bytes * touched.sum(1)) * pb.J_per_B_mem
-    energy = pb.fixed_energy_J + Lm * (routed_J + e_d + e_c) + pb.allreduces * tp_energy_J + pb.static_W * D * step
+    routed_J = ((pb.flops_per_selection * pb.batch * load.sum(1)) * pb.J_per_flop
+                + (pb.expert_bytes * touched.sum(1) + pb.act_per_selection_B * pb.batch * load.sum(1)) * pb.J_per_B_mem)
+    energy = pb.fixed_energy_J + Lm * (routed_J + e_d + e_c) + pb.tp_calls * tp_energy_J + pb.static_W * D * step
     used = pb.fixed_store_B + count * pb.expert_store_B
     tol = 1 + FEASIBILITY_RTOL
     cap_ok = np.all(used <= pb.capacity_B * tol, axis=1)

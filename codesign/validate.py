@@ -107,6 +107,13 @@ ENGINE_USABLE_FRACTION = 1.0
 CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB")
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
+#: catalog GPUs without measurements: they take one calibration fitted on the fit rows of every
+#: measured family together (``POOLED``), not ``[default]``'s initial assumptions, which stay for
+#: the 3D families. Leaving each measured family out of such a pooled fit and predicting it
+#: (benchmarks/unseen_chip.py, VALIDATION.md §6.1) shows the pooled values carry to an unseen
+#: family far better than ``[default]`` does
+UNMEASURED_GPUS = ("b200", "gb200", "mi300x", "rtx-pro-6000")
+POOLED = "pooled"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPLIT = REPO_ROOT / "validation" / "split.json"
@@ -986,8 +993,10 @@ def fit_calibration(
     max_batch_cap: int | None = ENGINE_MAX_BATCH,
     variant: Variant = MODEL,
     families: Sequence[str] | None = None,
+    pooled: bool = True,
 ) -> dict[str, Any]:
-    """Fit the calibration per chip family on the split's ``fit`` rows.
+    """Fit the calibration per chip family on the split's ``fit`` rows (and, with ``pooled`` and
+    every family, one calibration on all of them together for UNMEASURED_GPUS, key POOLED).
 
     Fitted: compute, memory and network efficiency, the per-layer overhead and the stream overlap
     (bounded by FIT_BOUNDS; fields in ``variant.fixed`` are held), and (``fit_memory``) the memory
@@ -1029,9 +1038,33 @@ def fit_calibration(
             "n_held_out": len(held_rows),
             "held_out_mape_pct": float(held.mape(cal, variant)) if held_rows else float("nan"),
         }
+    if pooled and families is None and len(by_fam) > 1:
+        result[POOLED] = _fit_pooled(by_fam, labels, cache, variant, fit_memory, max_batch_cap)
     if write:
         write_calibration(result, None if write is True else write, csv_path=csv_path, split_file=split_file)
     return result
+
+
+def _fit_pooled(by_fam: dict[str, list[Row]], labels: dict[str, str], cache: _TermCache, variant: Variant,
+                fit_memory: bool, cap: int | None) -> dict[str, Any]:
+    """One calibration fitted on the fit rows of every family together, for UNMEASURED_GPUS."""
+    from codesign.model.hardware import calibration_file
+
+    fit_rows = [r for rs in by_fam.values() for r in rs if labels[r.id] == "fit"]
+    held_rows = [r for rs in by_fam.values() for r in rs if labels[r.id] == "held-out"]
+    base = {**calibration_file().default.model_dump(), **variant.fixed_values}
+    if fit_memory:
+        base.update(memory_base(variant))
+    cal, fit_mape = _fit_family(fit_rows, cache, base, variant, cap, fit_memory)
+    mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
+    return {
+        "chips": list(UNMEASURED_GPUS),
+        "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
+        "n_fit": len(fit_rows),
+        "fit_mape_pct": float(fit_mape),
+        "n_held_out": len(held_rows),
+        "held_out_mape_pct": float(_Stack.build(held_rows, cache, mem, cap).mape(cal, variant)),
+    }
 
 
 def calibration_path() -> Path:
@@ -1064,8 +1097,9 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
         src += f" on the fit rows of {Path(csv_path).name} (sha256 {file_sha256(csv_path)[:12]})"
     if split_file is not None:
         src += f", split {Path(split_file).name} ({SPLIT_METHOD})"
-    src += ("; [default] (chips without measurements, 3D families) keeps the initial efficiency assumptions, the "
-            "engine's kv_cache_free_fraction and the stream overlap fitted for hopper and ampere; see VALIDATION.md")
+    src += ("; GPUs without measurements take one calibration fitted on every family's fit rows together; "
+            "[default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
+            "kv_cache_free_fraction and the stream overlap fitted for hopper and ampere; see VALIDATION.md")
 
     def val(v: Any) -> str:
         return repr(float(v)) if isinstance(v, float | int) and not isinstance(v, bool) else json.dumps(v)
@@ -1090,7 +1124,9 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
         lines.append("")
         if cid in fam_of_chip:
             res = fitted[fam_of_chip[cid]]
-            lines.append(f"# family {fam_of_chip[cid]}: fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
+            what = ("no measurements: all measured families pooled" if fam_of_chip[cid] == POOLED
+                    else f"family {fam_of_chip[cid]}")
+            lines.append(f"# {what}: fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
                          f"held-out MAPE {res['held_out_mape_pct']:.1f} % on {res['n_held_out']} rows")
         lines.append(f"[chips.{cid}]")
         lines += [f"{k} = {val(v)}" for k, v in chips[cid].items()]
@@ -1179,7 +1215,7 @@ def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[V
     labels = read_split(split_file)
     out: dict[str, Any] = {}
     for v in variants:
-        fitted = fit_calibration(csv_path, split_file, variant=v)
+        fitted = fit_calibration(csv_path, split_file, variant=v, pooled=False)
         cache = _TermCache(v)
         by_group: dict[str, list[Row]] = defaultdict(list)
         for r in rows:

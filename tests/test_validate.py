@@ -416,6 +416,29 @@ def test_write_calibration_updates_only_the_fitted_chips(tmp_path):
     assert "# kernel launches" in target.read_text()  # comments of [default] are kept
 
 
+def test_gpus_without_measurements_get_the_pooled_calibration_not_the_3d_default(tmp_path):
+    """The pooled fit goes to the catalog GPUs without measurements (B200, GB200, MI300X, RTX PRO
+    6000), with its own comment; [default], which the 3D families use, is untouched."""
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    target = tmp_path / "calibration.toml"
+    target.write_text(V.calibration_path().read_text())
+    params = {"compute_efficiency": 0.61, "memory_efficiency": 0.71, "network_efficiency": 0.51,
+              "layer_overhead_us": 7.0, "stream_overlap": 0.0, "usable_memory_fraction": 1.0,
+              "runtime_reserve_GiB": 5.0}
+    fitted = {V.POOLED: {"chips": list(V.UNMEASURED_GPUS), "params": params, "n_fit": 190, "fit_mape_pct": 10.0,
+                         "n_held_out": 177, "held_out_mape_pct": 11.0}}
+    V.write_calibration(fitted, target)
+    cal = CalibrationFile.model_validate(load_toml(target))
+    assert V.UNMEASURED_GPUS == ("b200", "gb200", "mi300x", "rtx-pro-6000")
+    for chip in V.UNMEASURED_GPUS:
+        assert cal.chips[chip] == params
+    assert "# no measurements: all measured families pooled: fit MAPE 10.0 % on 190 rows" in target.read_text()
+    assert cal.default == CalibrationFile.model_validate(load_toml(V.calibration_path())).default
+    assert "deepstack-3d" not in cal.chips
+
+
 def test_the_a100_pcie_card_is_its_own_calibration_family():
     """The 300 W PCIe card on PCIe and the 400 W SXM module on NVLink 3 are fitted apart
     (VALIDATION.md §5.4); the ablation puts them back in one family; H100 and H200 stay one."""

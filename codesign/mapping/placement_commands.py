@@ -122,7 +122,7 @@ def print_design(console, pb, design: dict[str, Any], ev) -> None:
         console.print(t)
     console.print(
         f"step {ev.step_s * 1e3:.4f} ms = fixed {ev.fixed_s * 1e3:.4f} + {pb.moe_layers} MoE layers x (experts {ev.expert_phase_s * 1e3:.4f} + dispatch "
-        f"{ev.dispatch_s * 1e3:.4f} + combine {ev.combine_s * 1e3:.4f} + latency) + {pb.allreduces} all-reduces x {ev.tp_allreduce_s * 1e3:.4f} ms"
+        f"{ev.dispatch_s * 1e3:.4f} + combine {ev.combine_s * 1e3:.4f} + latency) + {pb.tp_calls:g} all-reduce equivalents ({pb.allreduces} all-reduces and the logits all-gather) x {ev.tp_allreduce_s * 1e3:.4f} ms"
     )
     console.print(f"tokens/s {ev.tokens_per_s:,.1f}; energy/token {ev.energy_per_token_J:.5g} J; load max/mean {max(ev.load) / (pb.top_k / pb.devices):.4f}")
     if pb.tp > 1:

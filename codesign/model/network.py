@@ -52,6 +52,19 @@ def all_to_all(n: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarr
     return (n - 1.0) / n * _f(message_B), n - 1.0
 
 
+def _hierarchical(ring, n: ArrayLike, domain: int, message_B: ArrayLike) -> Traffic:
+    """A ring collective over n devices placed contiguously in scale-up domains of ``domain``:
+    inside each domain over min(n, d) devices on scale-up with the whole message, across the
+    max(n/d, 1) domains on scale-out with the M/d block each device holds."""
+    n = _f(n)
+    m = _f(message_B)
+    inside = np.minimum(n, domain)
+    groups = np.maximum(n / domain, 1.0)
+    up_b, up_s = ring(inside, m)
+    out_b, out_s = ring(groups, m / inside)
+    return Traffic(up_b, up_s, out_b, out_s)
+
+
 def hierarchical_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> Traffic:
     """All-reduce over n devices placed contiguously in scale-up domains of ``domain`` devices.
 
@@ -59,13 +72,7 @@ def hierarchical_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> T
     and all-gather inside each domain (2(d-1)/d x M on scale-up), all-reduce of the M/d shard
     across the n/d domains on scale-out.
     """
-    n = _f(n)
-    m = _f(message_B)
-    inside = np.minimum(n, domain)
-    groups = np.maximum(n / domain, 1.0)
-    up_b, up_s = ring_allreduce(inside, m)
-    out_b, out_s = ring_allreduce(groups, m / inside)
-    return Traffic(up_b, up_s, out_b, out_s)
+    return _hierarchical(ring_allreduce, n, domain, message_B)
 
 
 def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Traffic:
@@ -76,13 +83,7 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
     among devices of the same local rank on scale-out ((g-1)/g x M/d, g-1 steps), then inside each
     domain on scale-up ((d-1)/d x M, d-1 steps).
     """
-    n = _f(n)
-    m = _f(result_B)
-    inside = np.minimum(n, domain)
-    groups = np.maximum(n / domain, 1.0)
-    up_b, up_s = ring_allgather(inside, m)
-    out_b, out_s = ring_allgather(groups, m / inside)
-    return Traffic(up_b, up_s, out_b, out_s)
+    return _hierarchical(ring_allgather, n, domain, result_B)
 
 
 def point_to_point(same_domain: ArrayLike, message_B: ArrayLike) -> Traffic:

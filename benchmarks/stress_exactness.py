@@ -199,16 +199,23 @@ def check_mapping(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> O
     from codesign.mapping.spec import mapping_from_data
     from codesign.model.mapping import build_problem, space_size
 
+    return _check("mapping", data, mapping_from_data, build_problem, space_size, brute_force_mapping,
+                  lambda inst, p, s: solve_mapping(inst, solver=s), solvers, seed)
+
+
+def _check(kind: str, data: dict[str, Any], load, build, size, brute, solve, solvers, seed: int) -> Outcome:
+    """Brute force vs every solver on one drawn instance of ``kind`` (the two families differ
+    only in the functions passed)."""
     t0 = time.perf_counter()
-    out = Outcome("mapping", seed, data)
-    inst = mapping_from_data(data)
-    p = build_problem(inst)
-    out.points = space_size(p)
-    bf = brute_force_mapping(p)
+    out = Outcome(kind, seed, data)
+    inst = load(data)
+    p = build(inst)
+    out.points = size(p)
+    bf = brute(p)
     out.brute = bf.objective
     for s in solvers:
         try:
-            sol = solve_mapping(inst, solver=s)
+            sol = solve(inst, p, s)
         except Exception as exc:  # a ModelError is a finding, not a crash of the stress run
             out.problems.append(f"ERROR {s}: raised {type(exc).__name__}: {exc}")
             out.results[s] = {"error": traceback.format_exc(limit=3)}
@@ -345,24 +352,8 @@ def check_placement(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) ->
     from codesign.mapping.placement_solve import brute_force_placement, solve_placement
     from codesign.model.placement import build_problem, space_size
 
-    t0 = time.perf_counter()
-    out = Outcome("placement", seed, data)
-    inst = placement_from_data(data)
-    pb = build_problem(inst)
-    out.points = space_size(pb)
-    bf = brute_force_placement(pb)
-    out.brute = bf.objective
-    for s in solvers:
-        try:
-            sol = solve_placement(inst, solver=s, problem=pb)
-        except Exception as exc:
-            out.problems.append(f"ERROR {s}: raised {type(exc).__name__}: {exc}")
-            out.results[s] = {"error": traceback.format_exc(limit=3)}
-            continue
-        out.results[s] = {"status": sol.status, "objective": sol.objective, "bound": sol.bound, "gap": sol.gap, "termination": sol.termination, "design": sol.design}
-        _compare(out, s, sol.status, sol.objective, bf.objective, sense=sol.sense, bound=sol.bound)
-    out.seconds = time.perf_counter() - t0
-    return out
+    return _check("placement", data, placement_from_data, build_problem, space_size, brute_force_placement,
+                  lambda inst, pb, s: solve_placement(inst, solver=s, problem=pb), solvers, seed)
 
 
 # --- driver ---------------------------------------------------------------------------------

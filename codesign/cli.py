@@ -384,16 +384,9 @@ def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):
 
 def print_solution(inst, sol) -> None:
     from codesign.model.evaluate import evaluate
+    from codesign.solve import headline
 
-    color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
-    head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
-    if sol.objective is not None:
-        head += f" = {fmt(sol.objective)}"
-    if sol.bound is not None:
-        head += f"   bound {fmt(sol.bound)}"
-    if sol.gap is not None:
-        head += f"   gap {sol.gap:.2e}"
-    out.print(head)
+    out.print(headline(sol, fmt))
     out.print(
         f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, "
         f"{sol.mip['binaries']} binaries / {sol.mip['rows']} rows; verified by the model[/]"

@@ -11,6 +11,7 @@ import datetime as _dt
 import functools
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,20 @@ def user_gap(sense: str, objective: float | None, bound: float | None) -> float 
         return 0.0 if bound == 0 else float("inf")
     diff = (objective - bound) if sense == "min" else (bound - objective)
     return diff / abs(objective)
+
+
+def headline(sol: Any, number: Callable[[float], str] = lambda x: f"{x:.10g}") -> str:
+    """The first line a solve prints (rich markup): status, sense, metric, objective, bound, gap.
+    Any solution record with those fields (``Solution``, the mapping family's ``FamilySolution``)."""
+    color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
+    head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
+    if sol.objective is not None:
+        head += f" = {number(sol.objective)}"
+    if sol.bound is not None:
+        head += f"   bound {number(sol.bound)}"
+    if sol.gap is not None:
+        head += f"   gap {sol.gap:.2e}"
+    return head
 
 
 @functools.lru_cache(maxsize=1)

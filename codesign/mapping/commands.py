@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from codesign.jsonio import write_json_atomic
-from codesign.mapping.family import solve_command
+from codesign.mapping.family import design_or_baseline, solve_command
 from codesign.mapping.solve import require_design, solve_mapping
 from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
 from codesign.model.mapping import (
@@ -165,12 +165,7 @@ def print_design(console, p, design: dict[str, Any], ev) -> None:
 def evaluate(console, name: str, design_data: dict[str, Any] | None, source: str, as_json: bool, emit) -> None:
     inst = load_mapping(name)
     p = build_problem(inst)
-    if design_data is None:
-        if inst.spec.baseline is None:
-            from codesign.errors import InputError
-
-            raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
-        design_data, source = inst.spec.baseline, f"{inst.source} [baseline]"
+    design_data, source = design_or_baseline(inst, design_data, source)
     d = require_design(p, design_data, source)
     ev = evaluate_mapping(p, d)
     if as_json:
@@ -203,16 +198,11 @@ def certify(console, name: str, design_data: dict[str, Any] | None, source: str,
     """How far a mapping design is from the best: the model's audit and objective, and the
     proven bound (a stored solution of the same instance content, else a solve)."""
     from codesign.jsonio import read_json
-    from codesign.solve import GAP_TOL
+    from codesign.solve import GAP_TOL, user_gap
 
     inst = load_mapping(name)
     p = build_problem(inst)
-    if design_data is None:
-        if inst.spec.baseline is None:
-            from codesign.errors import InputError
-
-            raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
-        design_data, source = inst.spec.baseline, f"{inst.source} [baseline]"
+    design_data, source = design_or_baseline(inst, design_data, source)
     d = require_design(p, design_data, source)
     ev = evaluate_mapping(p, d)
     sense = objective_sense(p)
@@ -229,7 +219,7 @@ def certify(console, name: str, design_data: dict[str, Any] | None, source: str,
         provenance = {"source": "solve", "solver": solver, "status": sol.status}
     gap = None
     if bound is not None and ev.feasible:
-        gap = max((bound - ev.objective) / abs(ev.objective) if sense == "max" else (ev.objective - bound) / abs(ev.objective), 0.0)
+        gap = max(user_gap(sense, ev.objective, bound), 0.0)
     if not ev.feasible:
         statement = "the design is infeasible: " + "; ".join(ev.violations)
     elif gap is None:

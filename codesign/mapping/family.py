@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ModelError
-from codesign.solve import GAP_TOL, _provenance, check_solver
+from codesign.solve import GAP_TOL, _provenance, check_solver, headline, user_gap
 
 #: the MIP's objective of a decoded design and the model's must agree to this (HiGHS meets rows
 #: within its feasibility tolerance, 1e-7 absolute on microsecond rows)
@@ -30,6 +30,18 @@ OBJECTIVE_RTOL = 1e-6
 CPSAT_MAX_COEFFICIENT = 1e12
 #: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
 AGREEMENT_RTOL = 2 * GAP_TOL
+
+
+def design_or_baseline(inst, design_data: dict[str, Any] | None, source: str) -> tuple[dict[str, Any], str]:
+    """The design a command evaluates: the one given (``--design``), else the instance's
+    ``[baseline]``; an instance without one is an input error."""
+    if design_data is not None:
+        return design_data, source
+    if inst.spec.baseline is None:
+        from codesign.errors import InputError
+
+        raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
+    return inst.spec.baseline, f"{inst.source} [baseline]"
 
 
 @dataclass
@@ -118,7 +130,7 @@ def solve_compiled(
         design = d.as_dict()
         metrics = ev.as_dict()
         if bound is not None:
-            gap = max((bound - obj) / abs(obj) if sense == "max" else (obj - bound) / abs(obj), 0.0)
+            gap = max(user_gap(sense, obj, bound), 0.0)
         proved = res.status == "optimal" or res.termination.upper().startswith("OPTIMAL")
         status = "optimal" if proved and gap is not None and gap <= GAP_TOL else "feasible"
     return FamilySolution(
@@ -236,15 +248,7 @@ def solve_command(
     if as_json:
         emit(record)
     else:
-        color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
-        head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
-        if sol.objective is not None:
-            head += f" = {sol.objective:.10g}"
-        if sol.bound is not None:
-            head += f"   bound {sol.bound:.10g}"
-        if sol.gap is not None:
-            head += f"   gap {sol.gap:.2e}"
-        console.print(head)
+        console.print(headline(sol))
         console.print(
             f"[dim]{sol.solver} {sol.solver_version}: {sol.termination}; space {format_count(sol.space_size)} points; "
             f"build {sol.build_s:.2f}s, solve {sol.solve_s:.2f}s, {sol.mip['variables']} variables / {sol.mip['rows']} rows"

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from codesign.mapping.family import solve_command
+from codesign.mapping.family import design_or_baseline, solve_command
 from codesign.mapping.placement import list_placement_instances, load_placement
 from codesign.mapping.placement_solve import require_design, solve_placement
 from codesign.model.hardware import GiB
@@ -135,12 +135,7 @@ def print_design(console, pb, design: dict[str, Any], ev) -> None:
 def evaluate(console, name: str, design_data: dict[str, Any] | None, source: str, as_json: bool, emit) -> None:
     inst = load_placement(name)
     pb = build_problem(inst)
-    if design_data is None:
-        if inst.spec.baseline is None:
-            from codesign.errors import InputError
-
-            raise InputError("the instance has no [baseline]; give --design FILE", file=inst.source)
-        design_data, source = inst.spec.baseline, f"{inst.source} [baseline]"
+    design_data, source = design_or_baseline(inst, design_data, source)
     d = require_design(pb, design_data, source)
     ev = evaluate_placement(pb, d)
     if as_json:

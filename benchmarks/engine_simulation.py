@@ -35,7 +35,6 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 
 from codesign import validate as V
 from codesign.jsonio import write_json_atomic
@@ -156,20 +155,15 @@ def predict(terms: list[dict[str, float]], tokens: np.ndarray, cal: dict[str, fl
     return tokens / V.step_time(total, cal)
 
 
-def fit(terms: list[dict[str, float]], tokens: np.ndarray, measured: np.ndarray,
-        base: dict[str, float]) -> dict[str, float]:
-    free = list(V.FIT_FIELDS)
+class RunStack:
+    """The rows of one family as whole runs: ``mape`` is what ``validate._fit_stack`` minimises,
+    so the calibration search is the validation's own (§4)."""
 
-    def loss(z: np.ndarray) -> float:
-        return float(np.mean(np.abs(predict(terms, tokens, V._to_cal(z, base, free)) / measured - 1.0)))
+    def __init__(self, terms: list[dict[str, float]], tokens: np.ndarray, measured: np.ndarray):
+        self.terms, self.tokens, self.measured = terms, tokens, measured
 
-    best = None
-    for start in V._STARTS:
-        res = minimize(loss, V._from_cal(start, free), method="Nelder-Mead",
-                       options={"maxiter": 6000, "xatol": 1e-5, "fatol": 1e-7})
-        if best is None or res.fun < best.fun:
-            best = res
-    return V._to_cal(best.x, base, free)
+    def mape(self, cal: dict[str, float], how: V.Variant = V.MODEL) -> float:
+        return float(np.mean(np.abs(predict(self.terms, self.tokens, cal) / self.measured - 1.0)) * 100.0)
 
 
 def main() -> None:
@@ -198,8 +192,9 @@ def main() -> None:
         for fam, items in sorted(by_fam.items()):
             base = calibration_for(items[0][0].gpu).model_dump()
             fit_items = [x for x in items if labels[x[0].id] == "fit"]
-            cal = fit([x[1] for x in fit_items], np.array([x[2] for x in fit_items]),
-                      np.array([x[0].value for x in fit_items]), base)
+            stack = RunStack([x[1] for x in fit_items], np.array([x[2] for x in fit_items]),
+                             np.array([x[0].value for x in fit_items]))
+            cal, _ = V._fit_stack(stack, base, V.MODEL)
             params[fam] = {k: round(float(cal[k]), 4) for k in V.FIT_FIELDS}
             pred = predict([x[1] for x in items], np.array([x[2] for x in items]), cal)
             for (r, _, _), p in zip(items, pred, strict=True):

@@ -107,12 +107,11 @@ ENGINE_USABLE_FRACTION = 1.0
 CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB")
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
-#: catalog GPUs without measurements: they take one calibration fitted on the fit rows of every
-#: measured family together (``POOLED``), not ``[default]``'s initial assumptions, which stay for
-#: the 3D families. Leaving each measured family out of such a pooled fit and predicting it
-#: (benchmarks/unseen_chip.py, VALIDATION.md §6.1) shows the pooled values carry to an unseen
-#: family far better than ``[default]`` does
-UNMEASURED_GPUS = ("b200", "gb200", "mi300x", "rtx-pro-6000")
+#: key of the calibration fitted on every measured family together (``fit_calibration``). It goes
+#: to the catalog chips (all GPUs) of families without measurements, not ``[default]``'s initial
+#: assumptions, which stay for the 3D families. Leaving each measured family out of such a pooled
+#: fit and predicting it (benchmarks/unseen_chip.py, VALIDATION.md §6.1) shows the pooled values
+#: carry to an unseen family far better than ``[default]`` does
 POOLED = "pooled"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -996,7 +995,7 @@ def fit_calibration(
     pooled: bool = True,
 ) -> dict[str, Any]:
     """Fit the calibration per chip family on the split's ``fit`` rows (and, with ``pooled`` and
-    every family, one calibration on all of them together for UNMEASURED_GPUS, key POOLED).
+    every family, one calibration on all of them together for the chips of unmeasured families, key POOLED).
 
     Fitted: compute, memory and network efficiency, the per-layer overhead and the stream overlap
     (bounded by FIT_BOUNDS; fields in ``variant.fixed`` are held), and (``fit_memory``) the memory
@@ -1047,7 +1046,9 @@ def fit_calibration(
 
 def _fit_pooled(by_fam: dict[str, list[Row]], labels: dict[str, str], cache: _TermCache, variant: Variant,
                 fit_memory: bool, cap: int | None) -> dict[str, Any]:
-    """One calibration fitted on the fit rows of every family together, for UNMEASURED_GPUS."""
+    """One calibration fitted on the fit rows of every family together, for the catalog chips
+    whose family has no rows."""
+    from codesign import catalog
     from codesign.model.hardware import calibration_file
 
     fit_rows = [r for rs in by_fam.values() for r in rs if labels[r.id] == "fit"]
@@ -1058,7 +1059,7 @@ def _fit_pooled(by_fam: dict[str, list[Row]], labels: dict[str, str], cache: _Te
     cal, fit_mape = _fit_family(fit_rows, cache, base, variant, cap, fit_memory)
     mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
     return {
-        "chips": list(UNMEASURED_GPUS),
+        "chips": [c for c in catalog.list_ids("chips") if family_of(c) not in by_fam],
         "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
         "n_fit": len(fit_rows),
         "fit_mape_pct": float(fit_mape),

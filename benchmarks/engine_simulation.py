@@ -135,7 +135,7 @@ def run_terms(row: V.Row, batch: int, cache: V._TermCache, sim: dict[str, float]
     ctx_avg = row.isl + row.osl / 2.0
     out: dict[str, float] = {}
     for k in V.STEP_TERMS:
-        if k in ("layers", "collectives"):
+        if k in ("layers", "collective_steps"):
             out[k] = sim["iterations"] * at_b.decode[k]
             continue
         d_slope = (at_b.decode[k] - at_1.decode[k]) / (batch - 1) if batch > 1 else 0.0

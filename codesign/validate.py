@@ -76,7 +76,7 @@ BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
-              "collective_latency_us")
+              "collective_step_latency_us")
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
@@ -86,11 +86,12 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     # incl. weights) leave no room for more than a few tens of microseconds per layer.
     "layer_overhead_us": (0.0, 50.0),
     "stream_overlap": (0.0, 1.0),
-    # one TP all-reduce call: kernel launch plus the cross-rank flag barrier, whatever the message
-    # size. Small-message all-reduces inside one server take of the order of 10 us (a few us for
-    # TensorRT-LLM's one-shot kernel on NVLink, tens of us for NCCL over PCIe); an assumption of
-    # order of magnitude, not a measured figure: 30 us bounds it
-    "collective_latency_us": (0.0, 30.0),
+    # one ring step of a TP collective: the ranks hand a block on and pass a flag barrier, whatever
+    # the message size; 2(n-1) steps per all-reduce over n ranks. A microbenchmark's small-message
+    # step takes about a microsecond on NVLink and several over PCIe; inside a serving step the
+    # barrier also waits for the slowest rank's kernel launches, which grows with n. An assumption
+    # of order of magnitude, not a measured figure: 30 us bounds it
+    "collective_step_latency_us": (0.0, 30.0),
     # memory the runtime holds besides weights and KV cache: CUDA context (~0.5-1 GiB), the
     # engine's activation workspace and logits buffers (a few GiB)
     "runtime_reserve_GiB": (0.0, 16.0),
@@ -248,6 +249,9 @@ class Variant:
     ampere_one_family: bool = False
     #: ablation of §5.6: no all-gather of the vocabulary-parallel logits (schedule.LOGITS_GATHER)
     no_logits_gather: bool = False
+    #: ablation of §5.9: the collective latency charged once per call (two all-reduces per layer and
+    #: the logits all-gather) instead of once per ring step, i.e. independent of the TP degree
+    collective_per_call: bool = False
     #: ablation of §5.7: no activation traffic between kernels (workload.ACTIVATION_TRAFFIC)
     no_activation_traffic: bool = False
 
@@ -456,7 +460,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 
 
 # --- terms and re-composition -----------------------------------------------------------------
-STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collectives")
+STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps")
 
 
 @dataclass
@@ -478,15 +482,11 @@ class RowTerms:
 
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
-    from codesign.model import schedule
     from codesign.model.hardware import calibration_for
-    from codesign.model.workload import load_workload
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]
-    gather = schedule.LOGITS_GATHER and not variant.no_logits_gather
     cal = calibration_for(row.gpu)
-    layers = float(math.ceil(load_workload(row.model).num_layers / row.pp))
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
         def g(k: str, ph: str = ph) -> float:
@@ -498,9 +498,11 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
             "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
-            "layers": layers,
-            # eq. 4.10a: two all-reduces per layer and the logits all-gather
-            "collectives": (2.0 * layers + float(gather)) * (row.tp > 1),
+            # counts read off the model: layers of the stage, ring steps of its TP collectives (eq. 4.10a)
+            "layers": float(m[f"{ph}_step.layers"]),
+            "collective_steps": (float(m[f"{ph}_step.collective_steps"]) if not variant.collective_per_call
+                                 else (2.0 * m[f"{ph}_step.layers"] + float(not variant.no_logits_gather))
+                                 * (row.tp > 1)),
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -512,7 +514,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / me, p = pool:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
-          + collectives x collective latency
+          + collective steps x collective step latency
     """
     o = cal["stream_overlap"]
     c = t["compute"] / cal["compute_efficiency"]
@@ -524,7 +526,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
         + t["net_bw"] / cal["network_efficiency"]
         + t["net_latency"]
         + t["layers"] * cal["layer_overhead_us"] * 1e-6
-        + t["collectives"] * cal["collective_latency_us"] * 1e-6
+        + t["collective_steps"] * cal["collective_step_latency_us"] * 1e-6
     )
 
 
@@ -888,7 +890,7 @@ def _round_s(pre: dict[str, np.ndarray], dec: dict[str, np.ndarray], sel: np.nda
 
 
 #: fitted fields in microseconds (searched linearly, in units of 10 µs)
-_MICROSECONDS = ("layer_overhead_us", "collective_latency_us")
+_MICROSECONDS = ("layer_overhead_us", "collective_step_latency_us")
 
 
 def _to_cal(z: np.ndarray, base: dict[str, float], free: Sequence[str]) -> dict[str, float]:
@@ -910,11 +912,11 @@ def _from_cal(cal: dict[str, float], free: Sequence[str]) -> np.ndarray:
 #: deterministic starting points of the simplex search
 _STARTS = (
     {"compute_efficiency": 0.6, "memory_efficiency": 0.8, "network_efficiency": 0.6, "layer_overhead_us": 10.0,
-     "stream_overlap": 0.5, "collective_latency_us": 10.0},
+     "stream_overlap": 0.5, "collective_step_latency_us": 10.0},
     {"compute_efficiency": 0.4, "memory_efficiency": 0.6, "network_efficiency": 0.3, "layer_overhead_us": 2.0,
-     "stream_overlap": 0.2, "collective_latency_us": 3.0},
+     "stream_overlap": 0.2, "collective_step_latency_us": 3.0},
     {"compute_efficiency": 0.8, "memory_efficiency": 0.9, "network_efficiency": 0.9, "layer_overhead_us": 30.0,
-     "stream_overlap": 0.8, "collective_latency_us": 30.0},
+     "stream_overlap": 0.8, "collective_step_latency_us": 30.0},
 )
 
 
@@ -1156,10 +1158,11 @@ _UNDO = {
     "embeddings": {"embeddings_at_weight_precision": True},
     "memory": {"memory_rule": "total-fraction"},
     "pcie": {"pcie_as_before": True},
-    "collective": {"fixed": (("collective_latency_us", 0.0),)},
+    "collective": {"fixed": (("collective_step_latency_us", 0.0),)},
     "families": {"ampere_one_family": True},
     "logits": {"no_logits_gather": True},
     "activations": {"no_activation_traffic": True},
+    "steps": {"collective_per_call": True},
 }
 
 
@@ -1175,17 +1178,18 @@ PROPOSALS: tuple[Variant, ...] = (
     MODEL,
     # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
     # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
-    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, the fixed
-    # latency of every TP collective call, the logits all-gather and (= the model) the activation
-    # traffic between kernels
+    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed
+    # latency of every TP collective call, the logits all-gather, the activation traffic between
+    # kernels and (= the model) the collective latency per ring step instead of per call
     _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
     _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
     _without("+16-bit-embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
     _without("+engine-memory-rule", "pcie", "families", "collective", "logits", "activations"),
     _without("+pcie-scale-up", "families", "collective", "logits", "activations"),
     _without("+a100-pcie-own-family", "collective", "logits", "activations"),
-    _without("+collective-latency", "logits", "activations"),
-    _without("+logits-gather", "activations"),
+    _without("+collective-latency", "steps", "logits", "activations"),
+    _without("+logits-gather", "steps", "activations"),
+    _without("+activation-traffic", "steps"),
     # each change removed from the model alone
     _without("model-without-stream-overlap", "overlap"),
     _without("model-without-16-bit-embeddings", "embeddings"),
@@ -1195,6 +1199,7 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-collective-latency", "collective"),
     _without("model-without-logits-gather", "logits"),
     _without("model-without-activation-traffic", "activations"),
+    # (model-with-per-call-collective-latency is "+activation-traffic" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

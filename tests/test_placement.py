@@ -25,6 +25,7 @@ from codesign.mapping.placement_solve import (
     check_placement_solution,
     solve_placement,
 )
+from codesign.model.hardware import calibration_for
 from codesign.model.placement import (
     PlacementDesign,
     assess,
@@ -85,8 +86,9 @@ def test_brute_force_equals_mip_with_capacity_and_budget():
     raw["devices"]["tp"] = 1
     raw["devices"]["domains"] = [1, 3]
     pb = build_problem(placement_from_data(raw))
-    # room for exactly 3 experts per device (H100: usable = raw - 6.75 GiB reserve)
-    cap_GiB = (pb.fixed_store_B + 3.5 * pb.expert_store_B + 6.75 * 2**30) / 2**30
+    # room for exactly 3 experts per device (usable = raw - the H100's runtime reserve)
+    reserve_GiB = calibration_for("h100-sxm").runtime_reserve_GiB
+    cap_GiB = (pb.fixed_store_B + 3.5 * pb.expert_store_B + reserve_GiB * 2**30) / 2**30
     raw["devices"]["memory_capacity_GiB"] = cap_GiB
     assert build_problem(placement_from_data(raw)).max_experts_per_device == 3
     raw["objective"] = {"metric": "energy_per_token_J"}
@@ -157,6 +159,9 @@ def test_dispatch_and_allreduce_by_hand():
     assert pb.allreduces == 4 and pb.tp_calls == 4.5
     M_eff = (4 * M + 0.5 * M_lg) / 4.5
     assert pb.tp_message_B == pytest.approx(M_eff) and M_eff == pytest.approx(1_842_289.78, abs=0.01)
+    # a ring step's latency: NVLink 4's 500 ns plus the H100's software step latency (model.md 3.13d)
+    step_us = calibration_for("h100-sxm").collective_step_latency_us
+    assert step_us > 0 and pb.up_latency_s == pytest.approx(500e-9 + step_us * 1e-6, rel=1e-12)
     # a TP group of 2 inside a domain: ring all-reduce 2(t-1)/t·M over NVLink + 2(t-1) latencies
     t_in, e_in = pattern_cost(pb, (2, 0))
     assert t_in == pytest.approx(M_eff / up + 2 * pb.up_latency_s)
@@ -175,7 +180,7 @@ def test_capacity_per_device_by_hand():
     w = load_workload("mixtral-8x7b")
     expert = 3 * w.hidden_size * w.moe.expert_ffn_hidden_size  # gated: gate, up, down; fp8 = 1 B
     assert pb.expert_store_B == pytest.approx(4 * expert)  # 4 MoE layers
-    assert pb.capacity_B == pytest.approx((80 - 6.75) * 2**30)
+    assert pb.capacity_B == pytest.approx((80 - calibration_for("h100-sxm").runtime_reserve_GiB) * 2**30)
 
 
 def test_expert_activations_by_hand():

@@ -147,9 +147,9 @@ def test_metric_from_steps_by_hand():
 
 def test_stream_overlap_interpolates_between_the_max_and_the_sum():
     t = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
-         "collectives": 0.0}
+         "collective_steps": 0.0}
     cal = {"compute_efficiency": 0.5, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
-           "collective_latency_us": 0.0}
+           "collective_step_latency_us": 0.0}
     assert V.step_time(t, cal | {"stream_overlap": 1.0}) == pytest.approx(2.0)  # max(2, 2)
     assert V.step_time(t, cal | {"stream_overlap": 0.0}) == pytest.approx(4.0)  # 2 + 2
     assert V.step_time(t, cal | {"stream_overlap": 0.5}) == pytest.approx(3.0)
@@ -183,23 +183,32 @@ def test_the_step_form_splits_every_stream_by_the_overlap():
     assert m["prefill_step_s"] == pytest.approx(o * max(c, mem) + (1 - o) * (c + mem) + rest, rel=1e-12)
 
 
-def test_every_tp_all_reduce_pays_the_collective_latency():
-    """Two all-reduces per layer and one logits all-gather at TP > 1 (eq. 4.10a), each charged the
-    fixed collective latency (eq. 3.13d): Llama 70B (80 layers) at TP4 has 161 collective calls per
-    stage step, at TP1 none; step_time adds collectives x latency (161 x 5 us = 0.805 ms)."""
+def test_every_ring_step_of_a_tp_collective_pays_the_step_latency():
+    """Two all-reduces per layer, each 2(n-1) ring steps, and one logits all-gather of n-1 steps at
+    TP > 1 (eq. 4.10a), every step charged the collective step latency (eq. 3.13d). Llama 70B
+    (80 layers): TP4 has 160 x 6 + 3 = 963 steps per stage step, TP8 160 x 14 + 7 = 2,247, TP1
+    none; the per-call ablation counts 161 calls whatever the TP. step_time adds steps x latency
+    (963 x 5 us = 4.815 ms)."""
     from codesign.model.hardware import calibration_for
 
-    lat = calibration_for("h100-sxm").collective_latency_us * 1e-6
-    m4 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=4, tp=4, isl=1000, osl=1000), 64).workload_metrics["main"]
+    lat = calibration_for("h100-sxm").collective_step_latency_us * 1e-6
+    assert lat > 0
+    r4 = row(model="llama-3.1-70b", num_gpus=4, tp=4, isl=1000, osl=1000)
+    m4 = V.evaluate_row(r4, 64).workload_metrics["main"]
+    m8 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=8, tp=8, isl=1000, osl=1000), 64).workload_metrics["main"]
     m1 = V.evaluate_row(row(model="llama-3.1-70b", num_gpus=1, tp=1, isl=1000, osl=1000), 4).workload_metrics["main"]
     for phase in ("prefill", "decode"):
-        assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(161 * lat, rel=1e-12)
+        assert m4[f"{phase}_step.collective_steps"] == 963.0
+        assert m8[f"{phase}_step.collective_steps"] == 2247.0
+        assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(963 * lat, rel=1e-12)
         assert m1[f"{phase}_step.collective_latency_s"] == 0.0
+    assert V.row_terms(r4, 64).decode["collective_steps"] == 963.0
+    assert V.row_terms(r4, 64, V.Variant("x", collective_per_call=True)).decode["collective_steps"] == 161.0
     t = {"compute": 0.0, "memory_local": 0.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
-         "collectives": 161.0}
+         "collective_steps": 963.0}
     cal = {"compute_efficiency": 1.0, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
-           "stream_overlap": 0.0, "collective_latency_us": 5.0}
-    assert V.step_time(t, cal) == pytest.approx(0.805e-3, rel=1e-12)
+           "stream_overlap": 0.0, "collective_step_latency_us": 5.0}
+    assert V.step_time(t, cal) == pytest.approx(4.815e-3, rel=1e-12)
 
 
 def test_tp_gathers_the_16_bit_logits_of_every_new_token():
@@ -448,13 +457,13 @@ def test_the_a100_pcie_card_is_its_own_calibration_family():
     assert one.group_of("a100-pcie-80gb") == one.group_of("a100-sxm-80gb") == "ampere"
     assert one.group_of("l40s") == "ada"
     before = next(v for v in V.PROPOSALS if v.name == "before")
-    assert dict(before.fixed) == {"stream_overlap": 1.0, "collective_latency_us": 0.0}
+    assert dict(before.fixed) == {"stream_overlap": 1.0, "collective_step_latency_us": 0.0}
     assert before.ampere_one_family and before.pcie_as_before
 
 
 def test_the_logits_and_activation_ablations_remove_exactly_their_terms():
     """model-without-logits-gather drops the 22,444,800 B logits all-gather of Llama 70B TP8 at
-    batch 100 (eq. 4.9a) and its collective call; model-without-activation-traffic drops the
+    batch 100 (eq. 4.9a) and its 7 ring steps; model-without-activation-traffic drops the
     activations: 2 B x 100 x (13,139,968 + 16,547,840 / 8) = 3,041,689,600 B per decode step
     (eq. 2.15h), read at 3.35 TB/s times the memory efficiency."""
     from codesign.model.hardware import calibration_for
@@ -466,8 +475,8 @@ def test_the_logits_and_activation_ablations_remove_exactly_their_terms():
     m_lg = V.evaluate_row(r, 100, no_lg).workload_metrics["main"]
     diff = m["decode_step.scale_up_bw_s"] - m_lg["decode_step.scale_up_bw_s"]
     assert diff == pytest.approx(22_444_800 / (450e9 * cal.network_efficiency), rel=1e-9)
-    assert V.row_terms(r, 100).decode["collectives"] == 161.0
-    assert V.row_terms(r, 100, no_lg).decode["collectives"] == 160.0
+    assert V.row_terms(r, 100).decode["collective_steps"] == 2247.0
+    assert V.row_terms(r, 100, no_lg).decode["collective_steps"] == 2240.0
     m_act = V.evaluate_row(r, 100, V.Variant("y", no_activation_traffic=True)).workload_metrics["main"]
     act_B = 2 * 100 * (13_139_968 + 16_547_840 / 8)
     assert act_B == 3_041_689_600
@@ -475,3 +484,16 @@ def test_the_logits_and_activation_ablations_remove_exactly_their_terms():
     assert diff == pytest.approx(act_B / (3350e9 * cal.memory_efficiency), rel=1e-9)
     # the switches are restored on exit
     assert V.evaluate_row(r, 100).workload_metrics["main"]["decode_step.memory_local_s"] == m["decode_step.memory_local_s"]
+
+
+def test_the_nim_latency_check_is_predicted_row_by_row():
+    """validation/nim-llama3.3-70b-h100.csv (VALIDATION.md §5.9): four fixed-concurrency latency
+    rows of another serving stack, each predicted at batch 1 (concurrency 1, DP 1) as the metric
+    it names, none skipped, none in the split."""
+    rep = V.run_validation(V.REPO_ROOT / "validation" / "nim-llama3.3-70b-h100.csv", split_file=V.DEFAULT_SPLIT)
+    assert rep.skipped == [] and len(rep.rows) == 4
+    assert {r["metric"] for r in rep.rows} == {"itl_s", "ttft_s"}
+    assert all(r["batch"] == 1 and r["split"] == "unlisted" for r in rep.rows)
+    # TTFT of 5000 prompt tokens is far longer than one decode step, as measured (406.8 vs 18.6 ms)
+    by_id = {r["id"]: r["predicted"] for r in rep.rows}
+    assert by_id["n0002"] > 10 * by_id["n0001"]

@@ -27,7 +27,7 @@ OBJECTIVE_RTOL = 1e-6
 #: activities stay below its MAX_ACTIVITY = 2^61 whatever this is). The period enters the energy
 #: objective on a grid of ~1e9 steps: measured objective rounding 1.2e-6 relative with 1e9,
 #: 1.2e-9 with 1e12
-CPSAT_MAX_COEFFICIENT = 1e12
+CPSAT_MAX_COEFFICIENT = 1e15
 #: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
 AGREEMENT_RTOL = 2 * GAP_TOL
 

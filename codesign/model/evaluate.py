@@ -134,7 +134,7 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
         Product(f"{tag}.overhead", s("layers"), hw("s_per_layer")),
-        Product(f"{tag}.collective_latency", s("collectives"), hw("s_per_collective")),
+        Product(f"{tag}.collective_latency", s("collective_steps"), hw("s_per_collective_step")),
     )
     return Form(linear, (streams,))
 
@@ -405,6 +405,8 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
             for p in f.products:
                 m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
             m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
+            for count in ("layers", "collective_steps"):  # the step's counts (not times)
+                m[f"{phase}_step.{count}"] = float(st.features[f"{phase}.{count}"][0])
             flops = st.features[f"{phase}.model_flops"][0]
             peak = row[f"peak_flops@{w.precision}"] * inst.system.devices / st.features["dp"][0] / st.features["pp"][0]
             m[f"{phase}_mfu"] = flops / (m[f"{phase}_step_s"] * st.features["pp"][0] * peak) if peak > 0 else 0.0

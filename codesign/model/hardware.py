@@ -132,10 +132,10 @@ class Calibration(Strict):
     memory_efficiency: float = Field(gt=0, le=1)
     network_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
-    #: fixed time of one tensor-parallel collective call, independent of its size and of the ring
-    #: steps: the kernel launch and the flag barrier every rank must pass before and after the
-    #: data moves (eq. 3.13d)
-    collective_latency_us: float = Field(ge=0)
+    #: software time of one ring step of a tensor-parallel collective, on top of the link's own
+    #: latency and whatever the message size: the ranks hand a block on and pass a flag barrier at
+    #: every step, so an all-reduce over n ranks pays it 2(n-1) times (eq. 3.13d)
+    collective_step_latency_us: float = Field(ge=0)
     #: fraction of the device memory the serving runtime may use at all (u, eq. 3.21)
     usable_memory_fraction: float = Field(gt=0, le=1)
     #: memory the runtime keeps besides weights and KV cache: CUDA context, activation
@@ -388,7 +388,8 @@ def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, o
     _put(t, "s_per_step_scale_out", out_lat, "latency per collective step on scale-out, s")
     _put(t, "J_per_B_scale_out", np.asarray(out_e, dtype=float) * 8 * PICO, "J per byte on scale-out")
     _put(t, "s_per_layer", cal.layer_overhead_us * MICRO, "fixed overhead per layer per step, s")
-    _put(t, "s_per_collective", cal.collective_latency_us * MICRO, "fixed time per collective call, s")
+    _put(t, "s_per_collective_step", cal.collective_step_latency_us * MICRO,
+         "software time per ring step of a TP collective, s")
 
 
 def _catalog_features(inst: Instance, t: HardwareTable) -> None:
@@ -435,7 +436,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_step_scale_out", cid, out.latency_ns * NANO)
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
         put("s_per_layer", cid, cal.layer_overhead_us * MICRO)
-        put("s_per_collective", cid, cal.collective_latency_us * MICRO)
+        put("s_per_collective_step", cid, cal.collective_step_latency_us * MICRO)
         put("stream_overlap", cid, cal.stream_overlap)
     for name, col in cols.items():
         t.features[name] = col

@@ -400,8 +400,9 @@ def build_problem(inst) -> PlacementProblem:
         combine_B_per_selection=(B / D) * h * net.combine_bytes_per_element,
         up_Bps=up_Bps,
         out_Bps=out_Bps,
-        up_latency_s=up_ic.latency_s,
-        out_latency_s=out_ic.latency_s,
+        # a TP ring step: the link's latency and the software step latency (eq. P8; model.md 3.13d)
+        up_latency_s=up_ic.latency_s + cal.collective_step_latency_us * 1e-6,
+        out_latency_s=out_ic.latency_s + cal.collective_step_latency_us * 1e-6,
         a2a_latency_s=a2a_lat,
         J_per_B_up=J_up,
         J_per_B_out=J_out,

@@ -51,7 +51,7 @@ PHASE_FEATURES = (
     "bytes_scale_out",
     "steps_scale_out",
     "layers",
-    "collectives",
+    "collective_steps",
 )
 
 
@@ -206,9 +206,11 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + has_tp * logits.scale_out_steps
                                          + has_p2p * p2p.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
-        # collective calls of the step (eq. 4.10a): the two TP all-reduces of every layer and the
-        # logits all-gather, each a kernel whose ranks synchronise whatever the message size
-        f[f"{phase}.collectives"] = per_layer + has_tp
+        # ring steps of the step's TP collectives (eq. 4.10a): 2(n-1) per all-reduce (two per
+        # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
+        # ranks hand a block on and pass a flag barrier, whatever the message size
+        f[f"{phase}.collective_steps"] = (per_layer * (ar.scale_up_steps + ar.scale_out_steps)
+                                          + has_tp * (logits.scale_up_steps + logits.scale_out_steps))
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
 

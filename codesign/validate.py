@@ -467,7 +467,7 @@ STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency",
 class RowTerms:
     """Calibration-free stage-step terms of one evaluated row: seconds at efficiency 1 (compute,
     local memory, link bytes), seconds as modelled (pooled memory, link latency), layers per stage,
-    collective calls per step."""
+    ring steps of the step's TP collectives."""
 
     batch: int
     dp: float
@@ -1179,7 +1179,7 @@ PROPOSALS: tuple[Variant, ...] = (
     # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
     # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
     # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed
-    # latency of every TP collective call, the logits all-gather, the activation traffic between
+    # latency of every TP collective (per call), the logits all-gather, the activation traffic between
     # kernels and (= the model) the collective latency per ring step instead of per call
     _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
     _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),

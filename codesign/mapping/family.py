@@ -26,7 +26,9 @@ OBJECTIVE_RTOL = 1e-6
 #: largest integer coefficient of the CP-SAT scaling (the backend's default is 1e9; row
 #: activities stay below its MAX_ACTIVITY = 2^61 whatever this is). The period enters the energy
 #: objective on a grid of ~1e9 steps: measured objective rounding 1.2e-6 relative with 1e9,
-#: 1.2e-9 with 1e12
+#: 1.2e-9 with 1e12. The rows' coefficient rounding also widens the integer model (a relaxation):
+#: on tests/test_mapping.py's tiny3 (H200 + A100) CP-SAT's proven bound was
+#: 6.0e-5 from the optimum at 1e12, 1.1e-6 at 1e14 and 3.5e-7 at 1e15, within GAP_TOL
 CPSAT_MAX_COEFFICIENT = 1e15
 #: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
 AGREEMENT_RTOL = 2 * GAP_TOL

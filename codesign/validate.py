@@ -1102,7 +1102,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
         src += f", split {Path(split_file).name} ({SPLIT_METHOD})"
     src += ("; GPUs without measurements take one calibration fitted on every family's fit rows together; "
             "[default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
-            "kv_cache_free_fraction and the stream overlap fitted for hopper and ampere; see VALIDATION.md")
+            "kv_cache_free_fraction and the stream overlap fitted for hopper (0); see VALIDATION.md")
 
     def val(v: Any) -> str:
         return repr(float(v)) if isinstance(v, float | int) and not isinstance(v, bool) else json.dumps(v)

@@ -202,6 +202,14 @@ def test_every_ring_step_of_a_tp_collective_pays_the_step_latency():
         assert m8[f"{phase}_step.collective_steps"] == 2247.0
         assert m4[f"{phase}_step.collective_latency_s"] == pytest.approx(963 * lat, rel=1e-12)
         assert m1[f"{phase}_step.collective_latency_s"] == 0.0
+    # TP16 over two NVLink domains of 8 (eq. 3.17): an all-reduce is 2 x 7 steps inside and 2 x 1
+    # across, the logits all-gather 7 + 1: 160 x 16 + 8 = 2,568, of which 160 x 2 + 1 = 321 on
+    # scale-out (the link latency counts the same steps: 2,247 x 0.5 us and 321 x 1 us)
+    r16 = row(model="llama-3.1-70b", num_gpus=16, tp=16, isl=1000, osl=1000)
+    m16 = V.evaluate_row(r16, 64).workload_metrics["main"]
+    assert m16["decode_step.collective_steps"] == 2568.0
+    assert m16["decode_step.scale_up_latency_s"] == pytest.approx(2247 * 500e-9, rel=1e-12)
+    assert m16["decode_step.scale_out_latency_s"] == pytest.approx(321 * 1e-6, rel=1e-12)
     assert V.row_terms(r4, 64).decode["collective_steps"] == 963.0
     assert V.row_terms(r4, 64, V.Variant("x", collective_per_call=True)).decode["collective_steps"] == 161.0
     t = {"compute": 0.0, "memory_local": 0.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,

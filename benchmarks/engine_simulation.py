@@ -43,23 +43,22 @@ from codesign.model.hardware import calibration_for
 OUT = V.REPO_ROOT / "validation" / "engine_simulation.json"
 
 
+def _round_up(x: float, ladder: tuple[tuple[float, int], ...], floor: int) -> int:
+    """x rounded up to the step of the first rung whose limit exceeds it, at least ``floor``."""
+    step = next((s for limit, s in ladder if x < limit), ladder[-1][1])
+    return max(floor, step * math.ceil(x / step))
+
+
 def engine_limits(kv_requests: float, isl: int, osl: int) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) of trtllm-bench's tuning heuristic for a KV cache that
-    holds ``kv_requests`` full-length requests (TensorRT-LLM ``bench/build/tuning.py``)."""
+    holds ``kv_requests`` full-length requests (TensorRT-LLM ``bench/build/tuning.py``): the batch
+    rounded up to 32 below 256, 128 below 1024, else 256 (at least 64); the tokens per iteration,
+    batch x (1 + ISL/OSL) capped at 32768, rounded up to 256 below 4096, 512 below 8192, else 1024
+    (at least 2048)."""
     raw_bs = min(kv_requests, 4096)
     raw_tok = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tok < 4096:
-        tok = max(2048, 256 * math.ceil(raw_tok / 256))
-    elif raw_tok < 8192:
-        tok = 512 * math.ceil(raw_tok / 512)
-    else:
-        tok = 1024 * math.ceil(raw_tok / 1024)
+    bs = _round_up(raw_bs, ((256, 32), (1024, 128), (math.inf, 256)), 64)
+    tok = _round_up(raw_tok, ((4096, 256), (8192, 512), (math.inf, 1024)), 2048)
     return bs, tok
 
 

@@ -141,14 +141,14 @@ def build_placement(pb: PlacementProblem) -> PlacementMIP:
     # class-c expert costs at least one such expert; the m_c experts of class c on D devices put
     # ceil(m_c/D) of them on one device; the E experts put ceil(E/D) on one device, costing at
     # least the ceil(E/D) cheapest experts
-    unit_cost = sorted(
-        [((cc + ma) * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members] if sig == 0.0 else [max(cc * cl.p, mm * cl.q) * sig + (1 - sig) * (cc * cl.p + mm * cl.q) for cl in pb.classes for _ in cl.members]
-    )
-    lb_x = c0 + m0 + sum(unit_cost[: math.ceil(pb.experts / D)]) if sig == 0.0 else 0.0
-    for cl in pb.classes:
-        per = math.ceil(len(cl.members) / D)
-        if sig == 0.0:
-            lb_x = max(lb_x, c0 + m0 + per * ((cc + ma) * cl.p + mm * cl.q))
+    # (the streams add only when sig = 0; with an overlap the cuts are left out)
+    lb_x = 0.0
+    if sig == 0.0:
+        units = [(cl, (cc + ma) * cl.p + mm * cl.q) for cl in pb.classes]  # one expert of the class
+        unit_cost = sorted(u for cl, u in units for _ in cl.members)
+        lb_x = c0 + m0 + sum(unit_cost[: math.ceil(pb.experts / D)])
+        for cl, u in units:
+            lb_x = max(lb_x, c0 + m0 + math.ceil(len(cl.members) / D) * u)
     if lb_x > 0:
         mip.add_row("cut-expert", [X], [1.0], lb=lb_x)
 

@@ -303,6 +303,7 @@ def build_problem(inst) -> PlacementProblem:
     J_flop = cal.compute_power_fraction * chip.tdp_W / peak
     J_byte = mem.energy_pJ_per_bit * BITS_PER_BYTE * PICO
     layer_s = cal.layer_overhead_us * 1e-6
+    step_s = cal.collective_step_latency_us * 1e-6  # software time of one TP ring step
 
     def comb(cflops: float, mbytes: float) -> float:
         ct, mt = cflops * s_flop, mbytes * s_byte
@@ -401,8 +402,8 @@ def build_problem(inst) -> PlacementProblem:
         up_Bps=up_Bps,
         out_Bps=out_Bps,
         # a TP ring step: the link's latency and the software step latency (eq. P8; model.md 3.13d)
-        up_latency_s=up_ic.latency_s + cal.collective_step_latency_us * 1e-6,
-        out_latency_s=out_ic.latency_s + cal.collective_step_latency_us * 1e-6,
+        up_latency_s=up_ic.latency_s + step_s,
+        out_latency_s=out_ic.latency_s + step_s,
         a2a_latency_s=a2a_lat,
         J_per_B_up=J_up,
         J_per_B_out=J_out,

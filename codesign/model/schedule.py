@@ -24,6 +24,7 @@ import numpy as np
 from codesign.model import network
 from codesign.model.hardware import kv_cache_free_fraction
 from codesign.model.workload import (
+    ACTIVATION_BYTES,
     Workload,
     embedding_bytes_per_param,
     kv_cache_bytes,
@@ -35,8 +36,6 @@ from codesign.model.workload import (
 if TYPE_CHECKING:
     from codesign.instance import Instance, WorkloadSpec
 
-#: activations cross links in 16-bit (engines all-reduce in bf16/fp16 even with fp8 weights)
-ACTIVATION_BYTES = 2.0
 #: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
 LOGITS_GATHER = True

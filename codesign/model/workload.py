@@ -78,7 +78,8 @@ FloatArray = np.float64 | npt.NDArray[np.float64]
 
 #: FLOPs per multiply-accumulate.
 FLOPS_PER_MAC = 2
-#: bytes of one activation element (engines keep activations in 16 bit between kernels)
+#: bytes of one activation element: engines keep activations in 16 bit between kernels and
+#: all-reduce / gather them in bf16/fp16 even with fp8 weights (memory and link traffic alike)
 ACTIVATION_BYTES = 2.0
 #: count activation traffic between kernels (eq. 2.15h); False only for the validation ablation
 #: ``model-without-activation-traffic`` (VALIDATION.md §6)

@@ -1025,48 +1025,40 @@ def fit_calibration(
         if not fit_rows:
             continue
         chips = sorted({r.gpu for r in by_fam[fam]})
-        base = {**calibration_for(chips[0]).model_dump(), **variant.fixed_values}
-        if fit_memory:
-            base.update(memory_base(variant))
-        cal, fit_mape = _fit_family(fit_rows, cache, base, variant, max_batch_cap, fit_memory)
-        mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
-        held = _Stack.build(held_rows, cache, mem, max_batch_cap)
-        result[fam] = {
-            "chips": chips,
-            "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
-            "n_fit": len(fit_rows),
-            "fit_mape_pct": float(fit_mape),
-            "n_held_out": len(held_rows),
-            "held_out_mape_pct": float(held.mape(cal, variant)) if held_rows else float("nan"),
-        }
+        result[fam] = {"chips": chips, **fit_group(fit_rows, held_rows, calibration_for(chips[0]).model_dump(), cache,
+                                                     variant, fit_memory, max_batch_cap)}
     if pooled and families is None and len(by_fam) > 1:
-        result[POOLED] = _fit_pooled(by_fam, labels, cache, variant, fit_memory, max_batch_cap)
+        # one calibration on every family's rows, for the catalog chips whose family has no rows
+        from codesign import catalog
+        from codesign.model.hardware import calibration_file
+
+        every = [r for rs in by_fam.values() for r in rs]
+        result[POOLED] = {
+            "chips": [c for c in catalog.list_ids("chips") if family_of(c) not in by_fam],
+            **fit_group([r for r in every if labels[r.id] == "fit"], [r for r in every if labels[r.id] == "held-out"],
+                         calibration_file().default.model_dump(), cache, variant, fit_memory, max_batch_cap),
+        }
     if write:
         write_calibration(result, None if write is True else write, csv_path=csv_path, split_file=split_file)
     return result
 
 
-def _fit_pooled(by_fam: dict[str, list[Row]], labels: dict[str, str], cache: _TermCache, variant: Variant,
-                fit_memory: bool, cap: int | None) -> dict[str, Any]:
-    """One calibration fitted on the fit rows of every family together, for the catalog chips
-    whose family has no rows."""
-    from codesign import catalog
-    from codesign.model.hardware import calibration_file
-
-    fit_rows = [r for rs in by_fam.values() for r in rs if labels[r.id] == "fit"]
-    held_rows = [r for rs in by_fam.values() for r in rs if labels[r.id] == "held-out"]
-    base = {**calibration_file().default.model_dump(), **variant.fixed_values}
+def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, float], cache: _TermCache,
+               variant: Variant, fit_memory: bool, cap: int | None) -> dict[str, Any]:
+    """Fit one calibration on ``fit_rows`` starting from ``initial`` (the variant's held fields and
+    memory rule applied) and report it on ``held_rows``: params, row counts, fit and held-out MAPE."""
+    base = {**initial, **variant.fixed_values}
     if fit_memory:
         base.update(memory_base(variant))
     cal, fit_mape = _fit_family(fit_rows, cache, base, variant, cap, fit_memory)
     mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
+    held = _Stack.build(held_rows, cache, mem, cap)
     return {
-        "chips": [c for c in catalog.list_ids("chips") if family_of(c) not in by_fam],
         "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
         "n_fit": len(fit_rows),
         "fit_mape_pct": float(fit_mape),
         "n_held_out": len(held_rows),
-        "held_out_mape_pct": float(_Stack.build(held_rows, cache, mem, cap).mape(cal, variant)),
+        "held_out_mape_pct": float(held.mape(cal, variant)) if held_rows else float("nan"),
     }
 
 

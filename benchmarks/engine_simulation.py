@@ -21,7 +21,7 @@ overview's (``validate.BENCH_NUM_REQUESTS``). Writes validation/engine_simulatio
 
     python benchmarks/engine_simulation.py [--policies no-evict,max-util]
 
-About 15 minutes per policy on two cores. Approximations: the overlap o is applied to the
+About 10-15 minutes per policy on two cores. Approximations: the overlap o is applied to the
 totals of a run rather than per iteration (exact for o = 0, the value fitted for hopper and
 ampere); MoE expert reads are affine in the batch.
 """

@@ -77,6 +77,10 @@ BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
               "collective_step_latency_us")
+#: the die's bandwidth cap (eq. 3.4a): fitted too, but only for a family whose chips differ in
+#: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
+#: from the memory efficiency and stays unset
+CAP_FIELD = "memory_bandwidth_cap_GBps"
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
@@ -96,6 +100,8 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     # engine's activation workspace and logits buffers (a few GiB)
     "runtime_reserve_GiB": (0.0, 16.0),
     "usable_memory_fraction": (0.70, 0.98),
+    # sustained local-memory bandwidth of one die: from a tenth of any GPU's peak to above every peak
+    CAP_FIELD: (100.0, 20000.0),
 }
 #: runtime_reserve_GiB search (memory rule "engine"): coarse grid, then +-0.5 and +-0.25 GiB
 RESERVE_COARSE = tuple(float(g) for g in range(0, 13))
@@ -105,7 +111,7 @@ USABLE_COARSE = tuple(round(0.80 + 0.02 * i, 2) for i in range(10))
 #: runtime's own allocations (TensorRT-LLM: cudaMemGetInfo), so the whole device counts: u = 1
 ENGINE_USABLE_FRACTION = 1.0
 #: calibration fields written to a fitted chip's ``[chips.<id>]`` table
-CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB")
+CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB", CAP_FIELD)
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
 #: key of the calibration fitted on every measured family together (``fit_calibration``). It goes
@@ -254,6 +260,8 @@ class Variant:
     collective_per_call: bool = False
     #: ablation of §5.7: no activation traffic between kernels (workload.ACTIVATION_TRAFFIC)
     no_activation_traffic: bool = False
+    #: ablation of §5.10: no die bandwidth cap (every chip of a family at e x its own peak)
+    no_bandwidth_cap: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -460,7 +468,8 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 
 
 # --- terms and re-composition -----------------------------------------------------------------
-STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps")
+STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps",
+              "memory_peak_GBps")
 
 
 @dataclass
@@ -482,11 +491,14 @@ class RowTerms:
 
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
-    from codesign.model.hardware import calibration_for
+    from codesign import catalog
+    from codesign.model.hardware import GBps, achieved_memory_Bps, calibration_for
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]
     cal = calibration_for(row.gpu)
+    peak_GBps = catalog.load_chip(row.gpu).memory_bandwidth_GBps
+    mem_eff = float(achieved_memory_Bps(peak_GBps * GBps, cal)) / (peak_GBps * GBps)  # min(e, cap / peak)
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
         def g(k: str, ph: str = ph) -> float:
@@ -494,7 +506,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
 
         phases[ph] = {  # each stream: its serial and its overlapped part (eq. 5.3)
             "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency,
-            "memory_local": (g("memory_local") + g("memory_local_overlapped")) * cal.memory_efficiency,
+            "memory_local": (g("memory_local") + g("memory_local_overlapped")) * mem_eff,
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
             "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
@@ -503,6 +515,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "collective_steps": (float(m[f"{ph}_step.collective_steps"]) if not variant.collective_per_call
                                  else (2.0 * m[f"{ph}_step.layers"] + float(not variant.no_logits_gather))
                                  * (row.tp > 1)),
+            "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.4a)
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -511,14 +524,17 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
 
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     """One stage step from calibration-free terms, the model's form (eq. 5.3) with
-    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / me, p = pool:
+    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / min(me, cap / peak) (eq. 3.4a), p = pool:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
           + collective steps x collective step latency
     """
     o = cal["stream_overlap"]
     c = t["compute"] / cal["compute_efficiency"]
-    m = t["memory_local"] / cal["memory_efficiency"]
+    me = cal["memory_efficiency"]
+    if cal.get(CAP_FIELD) is not None:
+        me = np.minimum(me, cal[CAP_FIELD] / t["memory_peak_GBps"])
+    m = t["memory_local"] / me
     p = t["memory_pool"]
     streams = o * np.maximum(np.maximum(c, m), p) + (1.0 - o) * (c + m + p)
     return (
@@ -815,7 +831,7 @@ class _Stack:
     @classmethod
     def build(cls, rows: list[Row], cache: _TermCache, mem: dict[str, float] | None, cap: int | None) -> _Stack:
         batches = [batch_from(r, cache.footprint(r), mem, cap) for r in rows]
-        zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0}
+        zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0, "memory_peak_GBps": 1.0}
         extra: dict[str, Any] = {}
         if cache.variant.request_waves:
             waves, tails = [], []
@@ -926,8 +942,16 @@ def _fit_stack(stack: _Stack, base: dict[str, float], how: Variant) -> tuple[dic
     except ImportError as exc:  # pragma: no cover - scipy is a test/validate dependency
         raise InputError("fitting needs scipy", expected="pip install scipy") from exc
     free = [k for k in FIT_FIELDS if k not in how.fixed_values]
+    peaks = sorted({float(p) for p in stack.dec["memory_peak_GBps"][stack.fits]})
+    one_die = len({family_of(r.gpu) for r in stack.rows}) == 1
+    if one_die and len(peaks) > 1 and not how.no_bandwidth_cap and CAP_FIELD not in how.fixed_values:
+        free.append(CAP_FIELD)
+    elif CAP_FIELD not in how.fixed_values:
+        base = {**base, CAP_FIELD: None}
     best: tuple[float, dict[str, float]] | None = None
     for start in _STARTS:
+        # the cap starts between the slowest and the fastest memory of the family
+        start = {**start, CAP_FIELD: start["memory_efficiency"] * math.sqrt(peaks[0] * peaks[-1])} if peaks else start
         res = minimize(lambda z: stack.mape(_to_cal(z, base, free), how), _from_cal(start, free), method="Nelder-Mead",
                        options={"maxiter": 6000, "xatol": 1e-5, "fatol": 1e-7})
         cal = _to_cal(res.x, base, free)
@@ -1054,7 +1078,7 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
     mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
     held = _Stack.build(held_rows, cache, mem, cap)
     return {
-        "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS},
+        "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS if cal.get(k) is not None},
         "n_fit": len(fit_rows),
         "fit_mape_pct": float(fit_mape),
         "n_held_out": len(held_rows),

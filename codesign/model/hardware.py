@@ -130,6 +130,12 @@ class Calibration(Strict):
 
     compute_efficiency: float = Field(gt=0, le=1)
     memory_efficiency: float = Field(gt=0, le=1)
+    #: the most local-memory bandwidth the die sustains whatever memory it is given (GB/s; None:
+    #: no cap). By Little's law a die moves at most (bytes in flight) / (memory latency): its SMs
+    #: and their kernels keep a bounded number of loads outstanding, so the same die on a faster
+    #: memory reaches a smaller fraction of the peak. Achieved bandwidth = min(e x peak, cap)
+    #: (eq. 3.4a); fitted per family only where the family's chips differ in memory bandwidth
+    memory_bandwidth_cap_GBps: float | None = Field(default=None, gt=0)
     network_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
     #: software time of one ring step of a tensor-parallel collective, on top of the link's own
@@ -187,6 +193,14 @@ def calibration_for(chip_or_family: str) -> Calibration:
     cal = calibration_file()
     over = cal.chips.get(chip_or_family, {})
     return Calibration.model_validate({**cal.default.model_dump(), **over})
+
+
+def achieved_memory_Bps(peak_Bps: Any, cal: Calibration) -> Any:
+    """Local-memory bandwidth a step sustains: e x peak, at most the die's cap   (eq. 3.4a)."""
+    bw = np.asarray(peak_Bps, dtype=float) * cal.memory_efficiency
+    if cal.memory_bandwidth_cap_GBps is not None:
+        bw = np.minimum(bw, cal.memory_bandwidth_cap_GBps * GBps)
+    return bw
 
 
 def usable_capacity_B(raw_B: Any, cal: Calibration) -> Any:
@@ -340,7 +354,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     _put(t, "bw_littles_law_Bps", bw_little, "buffer (Little's law) limit, B/s")
     _put(t, "bw_logic_Bps", bw_logic, "logic-side limit, B/s")
     _put(t, "bandwidth_Bps", bw, "local DRAM bandwidth = min of the four limits, B/s")
-    _put(t, "s_per_B_local", 1.0 / (bw * cal.memory_efficiency), "s per local DRAM byte")
+    _put(t, "s_per_B_local", 1.0 / achieved_memory_Bps(bw, cal), "s per local DRAM byte")
     _put(t, "stream_overlap", cal.stream_overlap, "overlapping fraction of the compute and memory streams")
     e_dram = memory.stacked_energy_J_per_B(
         layers, pitch, d.array_energy_pJ_per_bit, d.per_layer_energy_pJ_per_bit,
@@ -416,7 +430,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
             put(f"J_per_flop@{prec}", cid, cal.compute_power_fraction * chip.tdp_W / peak)
         bw = chip.memory_bandwidth_GBps * GBps
         put("bandwidth_Bps", cid, bw)
-        put("s_per_B_local", cid, 1.0 / (bw * cal.memory_efficiency))
+        put("s_per_B_local", cid, 1.0 / achieved_memory_Bps(bw, cal))
         put("J_per_B_local", cid, mem.energy_pJ_per_bit * 8 * PICO)
         put("raw_capacity_B", cid, chip.memory_capacity_GiB * GiB)
         put("capacity_B", cid, usable_capacity_B(chip.memory_capacity_GiB * GiB, cal))

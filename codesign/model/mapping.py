@@ -55,7 +55,7 @@ from codesign import catalog
 from codesign.errors import InputError
 from codesign.instance import BYTES_PER_ELEMENT
 from codesign.model import network
-from codesign.model.hardware import PICO, TB, GBps, GiB, _pick, calibration_for, usable_capacity_B
+from codesign.model.hardware import PICO, TB, GBps, GiB, _pick, achieved_memory_Bps, calibration_for, usable_capacity_B
 from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
 
 BITS_PER_BYTE = 8
@@ -212,7 +212,7 @@ def build_problem(inst) -> MappingProblem:
                     ports=g.pool_ports,
                     s_per_flop=1.0 / (peak * cal.compute_efficiency),
                     s_per_layer=cal.layer_overhead_us * 1e-6,
-                    s_per_B_local=1.0 / (bw * cal.memory_efficiency),
+                    s_per_B_local=1.0 / float(achieved_memory_Bps(bw, cal)),
                     s_per_B_host=1.0 / (chip.host_link_bandwidth_GBps_per_direction * GBps * cal.network_efficiency),
                     local_capacity_B=float(usable_capacity_B(cap, cal)),
                     host_capacity_B=g.host_capacity_GiB * GiB,

@@ -56,7 +56,7 @@ from codesign import catalog
 from codesign.errors import InputError
 from codesign.instance import BYTES_PER_ELEMENT
 from codesign.model import network
-from codesign.model.hardware import PICO, GBps, GiB, _pick, calibration_for, usable_capacity_B
+from codesign.model.hardware import PICO, GBps, GiB, _pick, achieved_memory_Bps, calibration_for, usable_capacity_B
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     activation_parts,
@@ -298,7 +298,7 @@ def build_problem(inst) -> PlacementProblem:
     bw = (s.devices.memory_bandwidth_GBps or chip.memory_bandwidth_GBps) * GBps
     cap_raw = (s.devices.memory_capacity_GiB or chip.memory_capacity_GiB) * GiB
     s_flop = 1.0 / (peak * cal.compute_efficiency)
-    s_byte = 1.0 / (bw * cal.memory_efficiency)
+    s_byte = 1.0 / float(achieved_memory_Bps(bw, cal))
     sigma = cal.stream_overlap
     J_flop = cal.compute_power_fraction * chip.tdp_W / peak
     J_byte = mem.energy_pJ_per_bit * BITS_PER_BYTE * PICO

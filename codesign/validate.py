@@ -77,7 +77,7 @@ BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
               "collective_step_latency_us")
-#: the die's bandwidth cap (eq. 3.4a): fitted too, but only for a family whose chips differ in
+#: the die's bandwidth cap (eq. 3.21a): fitted too, but only for a family whose chips differ in
 #: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
 #: from the memory efficiency and stays unset
 CAP_FIELD = "memory_bandwidth_cap_GBps"
@@ -515,7 +515,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "collective_steps": (float(m[f"{ph}_step.collective_steps"]) if not variant.collective_per_call
                                  else (2.0 * m[f"{ph}_step.layers"] + float(not variant.no_logits_gather))
                                  * (row.tp > 1)),
-            "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.4a)
+            "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.21a)
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -524,7 +524,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
 
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     """One stage step from calibration-free terms, the model's form (eq. 5.3) with
-    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / min(me, cap / peak) (eq. 3.4a), p = pool:
+    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / min(me, cap / peak) (eq. 3.21a), p = pool:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
           + collective steps x collective step latency
@@ -1179,6 +1179,7 @@ _UNDO = {
     "logits": {"no_logits_gather": True},
     "activations": {"no_activation_traffic": True},
     "steps": {"collective_per_call": True},
+    "cap": {"no_bandwidth_cap": True},
 }
 
 
@@ -1196,16 +1197,20 @@ PROPOSALS: tuple[Variant, ...] = (
     # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
     # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed
     # latency of every TP collective (per call), the logits all-gather, the activation traffic between
-    # kernels and (= the model) the collective latency per ring step instead of per call
-    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
-    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
-    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective", "logits", "activations"),
-    _without("+engine-memory-rule", "pcie", "families", "collective", "logits", "activations"),
-    _without("+pcie-scale-up", "families", "collective", "logits", "activations"),
-    _without("+a100-pcie-own-family", "collective", "logits", "activations"),
-    _without("+collective-latency", "steps", "logits", "activations"),
-    _without("+logits-gather", "steps", "activations"),
-    _without("+activation-traffic", "steps"),
+    # kernels, the collective latency per ring step instead of per call and (= the model) the
+    # die's bandwidth cap
+    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations",
+             "cap"),
+    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations",
+             "cap"),
+    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective", "logits", "activations", "cap"),
+    _without("+engine-memory-rule", "pcie", "families", "collective", "logits", "activations", "cap"),
+    _without("+pcie-scale-up", "families", "collective", "logits", "activations", "cap"),
+    _without("+a100-pcie-own-family", "collective", "logits", "activations", "cap"),
+    _without("+collective-latency", "steps", "logits", "activations", "cap"),
+    _without("+logits-gather", "steps", "activations", "cap"),
+    _without("+activation-traffic", "steps", "cap"),
+    _without("+ring-step-latency", "cap"),
     # each change removed from the model alone
     _without("model-without-stream-overlap", "overlap"),
     _without("model-without-16-bit-embeddings", "embeddings"),
@@ -1215,7 +1220,9 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-collective-latency", "collective"),
     _without("model-without-logits-gather", "logits"),
     _without("model-without-activation-traffic", "activations"),
-    # (model-with-per-call-collective-latency is "+activation-traffic" above)
+    # (model-without-bandwidth-cap is "+ring-step-latency" above; model-with-per-call-collective-
+    # latency is "model-without-ring-step-latency")
+    _without("model-without-ring-step-latency", "steps"),
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

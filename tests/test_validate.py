@@ -410,7 +410,49 @@ def test_fit_calibration_recovers_the_memory_efficiency_and_writes_nothing(tmp_p
     assert res["ada"]["fit_mape_pct"] < 1.0  # decode-heavy rows: memory-bound, fitted exactly
     lo, hi = V.FIT_BOUNDS["layer_overhead_us"]
     assert lo <= res["ada"]["params"]["layer_overhead_us"] <= hi
+    assert V.CAP_FIELD not in res["ada"]["params"]  # one chip, one memory: no cap to tell apart from e
     assert cal_file.read_bytes() == before
+
+
+def test_the_die_caps_the_bandwidth_a_faster_memory_can_deliver():
+    """eq. 3.21a: achieved = min(e x peak, cap). e = 0.8, cap = 3,000 GB/s: H100 (3,350 GB/s)
+    2,680 GB/s, H200 (4,800 GB/s) 3,000 GB/s instead of 3,840; without a cap 3,840."""
+    from codesign.model.hardware import Calibration, achieved_memory_Bps
+
+    base = calibration_for("l40s").model_dump() | {"memory_efficiency": 0.8}
+    capped = Calibration.model_validate(base | {"memory_bandwidth_cap_GBps": 3000.0})
+    assert achieved_memory_Bps(3350e9, capped) == pytest.approx(2680e9)
+    assert achieved_memory_Bps(4800e9, capped) == pytest.approx(3000e9)
+    assert achieved_memory_Bps(4800e9, Calibration.model_validate(base | {"memory_bandwidth_cap_GBps": None})) == \
+        pytest.approx(3840e9)
+    # the validator's step form: 1 s of local memory at peak -> 1 / min(0.8, 3000 / peak) s
+    t = {"compute": 0.0, "memory_local": 1.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
+         "collective_steps": 0.0}
+    cal = {"compute_efficiency": 1.0, "memory_efficiency": 0.8, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
+           "collective_step_latency_us": 0.0, "stream_overlap": 0.0, V.CAP_FIELD: 3000.0}
+    assert V.step_time(t | {"memory_peak_GBps": 4800.0}, cal) == pytest.approx(1.6)
+    assert V.step_time(t | {"memory_peak_GBps": 3350.0}, cal) == pytest.approx(1.25)
+
+
+def test_the_fitted_cap_binds_on_the_h200_and_the_model_uses_it():
+    """The shipped hopper calibration: one set of values for H100 and H200, whose cap lies between
+    e x 3,350 and e x 4,800 GB/s; the hardware table's local-memory time per byte is 1 / cap on the
+    H200 and 1 / (e x 3,350 GB/s) on the H100, and row_terms divides exactly that out."""
+    from codesign.model.hardware import achieved_memory_Bps
+
+    h100, h200 = calibration_for("h100-sxm"), calibration_for("h200-sxm")
+    assert h100 == h200
+    cap = h200.memory_bandwidth_cap_GBps
+    assert cap is not None and h200.memory_efficiency * 3350 < cap < h200.memory_efficiency * 4800
+    assert achieved_memory_Bps(4800e9, h200) == pytest.approx(cap * 1e9)
+    assert achieved_memory_Bps(3350e9, h100) == pytest.approx(h100.memory_efficiency * 3350e9)
+    for gpu in ("h100-sxm", "h200-sxm"):
+        r = row(gpu=gpu)
+        terms = V.row_terms(r, 100)
+        assert terms.decode["memory_peak_GBps"] == {"h100-sxm": 3350, "h200-sxm": 4800}[gpu]
+        # re-composed at the file calibration (the cap applied to the H200 only) = evaluate's own
+        assert V.recompose(terms, calibration_for(gpu).model_dump()) == pytest.approx(terms.evaluated["tokens_per_s"],
+                                                                                      rel=1e-9)
 
 
 def test_write_calibration_updates_only_the_fitted_chips(tmp_path):

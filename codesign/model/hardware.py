@@ -134,7 +134,7 @@ class Calibration(Strict):
     #: no cap). By Little's law a die moves at most (bytes in flight) / (memory latency): its SMs
     #: and their kernels keep a bounded number of loads outstanding, so the same die on a faster
     #: memory reaches a smaller fraction of the peak. Achieved bandwidth = min(e x peak, cap)
-    #: (eq. 3.4a); fitted per family only where the family's chips differ in memory bandwidth
+    #: (eq. 3.21a); fitted per family only where the family's chips differ in memory bandwidth
     memory_bandwidth_cap_GBps: float | None = Field(default=None, gt=0)
     network_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
@@ -196,7 +196,7 @@ def calibration_for(chip_or_family: str) -> Calibration:
 
 
 def achieved_memory_Bps(peak_Bps: Any, cal: Calibration) -> Any:
-    """Local-memory bandwidth a step sustains: e x peak, at most the die's cap   (eq. 3.4a)."""
+    """Local-memory bandwidth a step sustains: e x peak, at most the die's cap   (eq. 3.21a)."""
     bw = np.asarray(peak_Bps, dtype=float) * cal.memory_efficiency
     if cal.memory_bandwidth_cap_GBps is not None:
         bw = np.minimum(bw, cal.memory_bandwidth_cap_GBps * GBps)

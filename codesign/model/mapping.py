@@ -55,7 +55,16 @@ from codesign import catalog
 from codesign.errors import InputError
 from codesign.instance import BYTES_PER_ELEMENT
 from codesign.model import network
-from codesign.model.hardware import PICO, TB, GBps, GiB, _pick, achieved_memory_Bps, calibration_for, usable_capacity_B
+from codesign.model.hardware import (
+    PICO,
+    TB,
+    GBps,
+    GiB,
+    _pick,
+    achieved_memory_Bps,
+    calibration_for,
+    usable_capacity_B,
+)
 from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
 
 BITS_PER_BYTE = 8

@@ -56,7 +56,15 @@ from codesign import catalog
 from codesign.errors import InputError
 from codesign.instance import BYTES_PER_ELEMENT
 from codesign.model import network
-from codesign.model.hardware import PICO, GBps, GiB, _pick, achieved_memory_Bps, calibration_for, usable_capacity_B
+from codesign.model.hardware import (
+    PICO,
+    GBps,
+    GiB,
+    _pick,
+    achieved_memory_Bps,
+    calibration_for,
+    usable_capacity_B,
+)
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     activation_parts,

@@ -137,6 +137,9 @@ def run_terms(row: V.Row, batch: int, cache: V._TermCache, sim: dict[str, float]
         if k in ("layers", "collective_steps"):
             out[k] = sim["iterations"] * at_b.decode[k]
             continue
+        if k == "memory_peak_GBps":  # the chip's datasheet figure, not a time (eq. 3.21a)
+            out[k] = at_b.decode[k]
+            continue
         d_slope = (at_b.decode[k] - at_1.decode[k]) / (batch - 1) if batch > 1 else 0.0
         d_icpt = at_1.decode[k] - d_slope
         p_slope = (at_b.prefill[k] - at_1.prefill[k]) / (batch - 1) if batch > 1 else at_1.prefill[k]
@@ -158,8 +161,8 @@ class RunStack:
     """The rows of one family as whole runs: ``mape`` is what ``validate._fit_stack`` minimises,
     so the calibration search is the validation's own (§4)."""
 
-    def __init__(self, terms: list[dict[str, float]], tokens: np.ndarray, measured: np.ndarray):
-        self.terms, self.tokens, self.measured = terms, tokens, measured
+    def __init__(self, rows: list[V.Row], terms: list[dict[str, float]], tokens: np.ndarray, measured: np.ndarray):
+        self.rows, self.terms, self.tokens, self.measured = rows, terms, tokens, measured
 
     def mape(self, cal: dict[str, float], how: V.Variant = V.MODEL) -> float:
         return float(np.mean(np.abs(predict(self.terms, self.tokens, cal) / self.measured - 1.0)) * 100.0)
@@ -191,10 +194,10 @@ def main() -> None:
         for fam, items in sorted(by_fam.items()):
             base = calibration_for(items[0][0].gpu).model_dump()
             fit_items = [x for x in items if labels[x[0].id] == "fit"]
-            stack = RunStack([x[1] for x in fit_items], np.array([x[2] for x in fit_items]),
+            stack = RunStack([x[0] for x in fit_items], [x[1] for x in fit_items], np.array([x[2] for x in fit_items]),
                              np.array([x[0].value for x in fit_items]))
             cal, _ = V._fit_stack(stack, base, V.MODEL)
-            params[fam] = {k: round(float(cal[k]), 4) for k in V.FIT_FIELDS}
+            params[fam] = {k: round(float(cal[k]), 4) for k in V.CHIP_PARAMS if cal.get(k) is not None}
             pred = predict([x[1] for x in items], np.array([x[2] for x in items]), cal)
             for (r, _, _), p in zip(items, pred, strict=True):
                 errors[r.id] = 100.0 * (float(p) - r.value) / r.value

@@ -936,15 +936,31 @@ _STARTS = (
 )
 
 
-def _fit_stack(stack: _Stack, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
+def memory_peaks_GBps(rows: Sequence[Row]) -> list[float]:
+    """The distinct datasheet memory bandwidths of the rows' chips, ascending."""
+    from codesign import catalog
+
+    return sorted({float(catalog.load_chip(r.gpu).memory_bandwidth_GBps) for r in rows})
+
+
+def cap_is_fitted(rows: Sequence[Row], how: Variant) -> bool:
+    """Whether a fit of ``rows`` fits the die's bandwidth cap (eq. 3.21a): only for rows of one
+    calibration family (one die) whose chips differ in memory bandwidth, unless the variant
+    ablates or holds it."""
+    return (len({family_of(r.gpu) for r in rows}) == 1 and len(memory_peaks_GBps(rows)) > 1
+            and not how.no_bandwidth_cap and CAP_FIELD not in how.fixed_values)
+
+
+def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
+    """Minimise ``stack.mape`` (a ``_Stack`` or any object with ``rows`` and ``mape(cal, how)``)
+    over the free calibration fields from the deterministic starts."""
     try:
         from scipy.optimize import minimize
     except ImportError as exc:  # pragma: no cover - scipy is a test/validate dependency
         raise InputError("fitting needs scipy", expected="pip install scipy") from exc
     free = [k for k in FIT_FIELDS if k not in how.fixed_values]
-    peaks = sorted({float(p) for p in stack.dec["memory_peak_GBps"][stack.fits]})
-    one_die = len({family_of(r.gpu) for r in stack.rows}) == 1
-    if one_die and len(peaks) > 1 and not how.no_bandwidth_cap and CAP_FIELD not in how.fixed_values:
+    peaks = memory_peaks_GBps(stack.rows)
+    if cap_is_fitted(stack.rows, how):
         free.append(CAP_FIELD)
     elif CAP_FIELD not in how.fixed_values:
         base = {**base, CAP_FIELD: None}

@@ -30,6 +30,13 @@ OBJECTIVE_RTOL = 1e-6
 #: on tests/test_mapping.py's tiny3 (H200 + A100) CP-SAT's proven bound was
 #: 6.0e-5 from the optimum at 1e12, 1.1e-6 at 1e14 and 3.5e-7 at 1e15, within GAP_TOL
 CPSAT_MAX_COEFFICIENT = 1e15
+#: CP-SAT workers when the user gives none. The backend's default of 2 (right for the polyhedral
+#: instances, SOLVERS.md) stalls on pf-llama405b-mapping-energy since the calibration of
+#: VALIDATION.md §5.10: 2 and 4 workers sit at a 36 % gap after 120 s and grow past 20 GB without a
+#: limit, 1 worker proves it in 0.9 s but leaves qwen3-235b-fragmented32-energy unproven at 60 s;
+#: 8 workers prove all ten named mapping and placement instances (1.1 s and 6.2 s for those two on
+#: 2 cores; formulations/mapping.md §3)
+CPSAT_WORKERS = 8
 #: two solvers' proven optima must agree to this (each is within GAP_TOL of its bound)
 AGREEMENT_RTOL = 2 * GAP_TOL
 
@@ -114,6 +121,7 @@ def solve_compiled(
         opts["progress"] = _progress
     if solver == "cpsat":
         opts["max_coefficient"] = CPSAT_MAX_COEFFICIENT
+        opts.setdefault("threads", CPSAT_WORKERS)
     res = backend_solve(compiled.mip, solver, **opts)
     design = metrics = None
     obj = bound = gap = None

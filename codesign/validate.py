@@ -492,13 +492,13 @@ class RowTerms:
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
     from codesign import catalog
-    from codesign.model.hardware import GBps, achieved_memory_Bps, calibration_for
+    from codesign.model.hardware import achieved_memory_fraction, calibration_for
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]
     cal = calibration_for(row.gpu)
     peak_GBps = catalog.load_chip(row.gpu).memory_bandwidth_GBps
-    mem_eff = float(achieved_memory_Bps(peak_GBps * GBps, cal)) / (peak_GBps * GBps)  # min(e, cap / peak)
+    mem_eff = float(achieved_memory_fraction(cal.memory_efficiency, cal.memory_bandwidth_cap_GBps, peak_GBps))
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
         def g(k: str, ph: str = ph) -> float:
@@ -531,10 +531,10 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     """
     o = cal["stream_overlap"]
     c = t["compute"] / cal["compute_efficiency"]
-    me = cal["memory_efficiency"]
-    if cal.get(CAP_FIELD) is not None:
-        me = np.minimum(me, cal[CAP_FIELD] / t["memory_peak_GBps"])
-    m = t["memory_local"] / me
+    from codesign.model.hardware import achieved_memory_fraction
+
+    m = t["memory_local"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(CAP_FIELD),
+                                                     t.get("memory_peak_GBps"))
     p = t["memory_pool"]
     streams = o * np.maximum(np.maximum(c, m), p) + (1.0 - o) * (c + m + p)
     return (
@@ -940,14 +940,15 @@ def memory_peaks_GBps(rows: Sequence[Row]) -> list[float]:
     """The distinct datasheet memory bandwidths of the rows' chips, ascending."""
     from codesign import catalog
 
-    return sorted({float(catalog.load_chip(r.gpu).memory_bandwidth_GBps) for r in rows})
+    return sorted({float(catalog.load_chip(gpu).memory_bandwidth_GBps) for gpu in {r.gpu for r in rows}})
 
 
-def cap_is_fitted(rows: Sequence[Row], how: Variant) -> bool:
+def cap_is_fitted(rows: Sequence[Row], how: Variant, peaks: Sequence[float] | None = None) -> bool:
     """Whether a fit of ``rows`` fits the die's bandwidth cap (eq. 3.21a): only for rows of one
-    calibration family (one die) whose chips differ in memory bandwidth, unless the variant
-    ablates or holds it."""
-    return (len({family_of(r.gpu) for r in rows}) == 1 and len(memory_peaks_GBps(rows)) > 1
+    calibration family (one die) whose chips differ in memory bandwidth (``peaks``: the rows'
+    ``memory_peaks_GBps`` if already known), unless the variant ablates or holds it."""
+    peaks = memory_peaks_GBps(rows) if peaks is None else peaks
+    return (len({family_of(r.gpu) for r in rows}) == 1 and len(peaks) > 1
             and not how.no_bandwidth_cap and CAP_FIELD not in how.fixed_values)
 
 
@@ -960,7 +961,7 @@ def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[s
         raise InputError("fitting needs scipy", expected="pip install scipy") from exc
     free = [k for k in FIT_FIELDS if k not in how.fixed_values]
     peaks = memory_peaks_GBps(stack.rows)
-    if cap_is_fitted(stack.rows, how):
+    if cap_is_fitted(stack.rows, how, peaks):
         free.append(CAP_FIELD)
     elif CAP_FIELD not in how.fixed_values:
         base = {**base, CAP_FIELD: None}

@@ -195,12 +195,18 @@ def calibration_for(chip_or_family: str) -> Calibration:
     return Calibration.model_validate({**cal.default.model_dump(), **over})
 
 
+def achieved_memory_fraction(memory_efficiency: Any, cap_GBps: float | None, peak_GBps: Any) -> Any:
+    """Fraction of the peak local-memory bandwidth a step sustains: min(e, cap / peak), e without
+    a cap   (eq. 3.21a)."""
+    if cap_GBps is None:
+        return memory_efficiency
+    return np.minimum(memory_efficiency, cap_GBps / np.asarray(peak_GBps, dtype=float))
+
+
 def achieved_memory_Bps(peak_Bps: Any, cal: Calibration) -> Any:
     """Local-memory bandwidth a step sustains: e x peak, at most the die's cap   (eq. 3.21a)."""
-    bw = np.asarray(peak_Bps, dtype=float) * cal.memory_efficiency
-    if cal.memory_bandwidth_cap_GBps is not None:
-        bw = np.minimum(bw, cal.memory_bandwidth_cap_GBps * GBps)
-    return bw
+    peak = np.asarray(peak_Bps, dtype=float)
+    return peak * achieved_memory_fraction(cal.memory_efficiency, cal.memory_bandwidth_cap_GBps, peak / GBps)
 
 
 def usable_capacity_B(raw_B: Any, cal: Calibration) -> Any:

@@ -1,0 +1,135 @@
+"""Mechanisms tried on the hopper family and not kept (VALIDATION.md §5.10).
+
+Each alternative changes the calibration-free step terms (or the batch) of the model before the
+hopper family (H100 + H200, the die's cap included) is re-fitted on its fit rows by the
+validation's own search (``validate.fit_calibration``); the held-out MAPE of its rows and the
+fitted parameters are reported next to the model's. None of them is in the model:
+
+* ``nvls``: NVLink SHARP all-reduce bytes, M per rank instead of the ring's 2(n-1)/n x M, at
+  TP > 2, for every message or only for messages above a threshold (MB);
+* ``per-call``: a latency per collective call (two all-reduces per layer and the logits gather)
+  on top of the latency per ring step;
+* ``log2-steps``: log2(n) latency steps per collective instead of the ring's n - 1 per pass;
+* ``activations``: the activation traffic between kernels scaled by k (interpolated between the
+  model with and without it, which is linear in the bytes);
+* ``request-cap``: the batch capped at the benchmark's request count per replica
+  (``validate.BENCH_NUM_REQUESTS``), without waves.
+
+Writes validation/hopper_alternatives.json.
+
+    python benchmarks/hopper_alternatives.py [--csv ../shared/validation/measurements.csv]
+
+About 6 minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from codesign import validate as V
+from codesign.jsonio import write_json_atomic
+from codesign.model.workload import load_workload
+
+OUT = V.REPO_ROOT / "validation" / "hopper_alternatives.json"
+FAMILY = "hopper"
+NO_ACTIVATIONS = V.Variant("no-activations", no_activation_traffic=True)
+
+
+def _nvls(threshold_MB: float) -> Callable[[V.Row, int, V.RowTerms], None]:
+    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
+        if row.tp <= 2:
+            return
+        hidden = load_workload(row.model).hidden_size
+        for phase, terms in (("prefill", t.prefill), ("decode", t.decode)):
+            message_B = batch * (row.isl if phase == "prefill" else 1) * hidden * 2
+            if message_B > threshold_MB * 1e6:
+                terms["net_bw"] *= row.tp / (2 * (row.tp - 1))
+    return change
+
+
+def _per_call(latency_us: float) -> Callable[[V.Row, int, V.RowTerms], None]:
+    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
+        if row.tp > 1:
+            for terms in (t.prefill, t.decode):
+                terms["net_latency"] += (2 * terms["layers"] + 1) * latency_us * 1e-6
+    return change
+
+
+def _log2_steps(row: V.Row, batch: int, t: V.RowTerms) -> None:
+    if row.tp > 1:
+        for terms in (t.prefill, t.decode):
+            terms["collective_steps"] *= math.log2(row.tp) / (row.tp - 1)
+
+
+def _activations(k: float) -> Callable[[V.Row, int, V.RowTerms], None]:
+    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
+        without = _ORIGINAL_TERMS(row, batch, NO_ACTIVATIONS)
+        for terms, bare in ((t.prefill, without.prefill), (t.decode, without.decode)):
+            terms["memory_local"] = bare["memory_local"] + k * (terms["memory_local"] - bare["memory_local"])
+    return change
+
+
+_ORIGINAL_TERMS = V.row_terms
+_ORIGINAL_BATCH = V.batch_from
+
+
+@contextmanager
+def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap: bool = False) -> Iterator[None]:
+    """The validator with ``change`` applied to every row's terms (and the batch capped at the
+    request count if ``request_cap``); restored on exit."""
+    def terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
+        t = _ORIGINAL_TERMS(row, batch, variant)
+        if change is not None:
+            change(row, batch, t)
+        return t
+
+    def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None) -> int:
+        b = _ORIGINAL_BATCH(row, fp, mem, cap)
+        n = V.BENCH_NUM_REQUESTS.get((row.isl, row.osl)) if row.concurrency is None else None
+        return min(b, math.ceil(n / row.dp)) if n is not None and b >= 1 else b
+
+    V.row_terms = terms
+    if request_cap:
+        V.batch_from = batch_from
+    try:
+        yield
+    finally:
+        V.row_terms, V.batch_from = _ORIGINAL_TERMS, _ORIGINAL_BATCH
+
+
+ALTERNATIVES: dict[str, tuple[Callable[[V.Row, int, V.RowTerms], None] | None, bool]] = {
+    "model": (None, False),
+    "nvls-all": (_nvls(0.0), False),
+    **{f"nvls-above-{mb}MB": (_nvls(mb), False) for mb in (4, 16, 64, 1000)},
+    **{f"per-call-{us}us": (_per_call(us), False) for us in (10, 20, 40)},
+    "log2-steps": (_log2_steps, False),
+    **{f"activations-x{k}": (_activations(k), False) for k in (0.5, 0.75)},
+    "request-cap": (None, True),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=V.REPO_ROOT.parent / "shared" / "validation" / "measurements.csv")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    result: dict[str, dict] = {}
+    for name, (change, request_cap) in ALTERNATIVES.items():
+        with patched(change, request_cap):
+            fit = V.fit_calibration(args.csv, V.DEFAULT_SPLIT, families=[FAMILY], pooled=False)[FAMILY]
+        result[name] = {k: fit[k] for k in ("params", "fit_mape_pct", "held_out_mape_pct", "n_held_out")}
+        print(f"{name:22s} held-out {fit['held_out_mape_pct']:.2f} %  fit {fit['fit_mape_pct']:.2f} %  "
+              f"network eff. {fit['params']['network_efficiency']:.3f}", flush=True)
+    write_json_atomic(args.out, {"csv": str(args.csv), "split": str(V.DEFAULT_SPLIT), "family": FAMILY,
+                                 "alternatives": result, "seconds": time.perf_counter() - t0})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

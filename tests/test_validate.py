@@ -359,6 +359,29 @@ def test_mape_of_a_two_row_toy_report():
     assert rep.worst(1)[0]["id"] == "b"
 
 
+def test_targets_judge_the_held_out_rows_overall_and_per_group():
+    """Held-out errors 4 and 6 % in group m|g and 20 % in m|h: held-out MAPE 10 % > 7 %; m|g
+    (5 %) meets 12 %, m|h (20 %) does not. The 50 % fit row counts for neither."""
+    def row(i, gpu, err, split):
+        return {"id": i, "model": "m", "gpu": gpu, "family": "f", "precision": "fp8", "tp": 1, "isl": 1,
+                "osl": 1, "batch": 1, "measured": 100.0, "predicted": 100.0 + err, "error_pct": err, "split": split}
+
+    rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out"), row("c", "h", 20.0, "held-out"),
+            row("d", "h", 50.0, "fit")]
+    t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets()
+    assert t["held_out_mape_pct"] == pytest.approx(10.0) and not t["held_out_met"]
+    assert t["groups_judged"] == 2 and list(t["groups_over"]) == ["m|h"] and not t["groups_met"]
+    assert t["groups_over"]["m|h"] == pytest.approx(20.0)
+    text = V.format_report(V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]))
+    assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text and "1 of 2 (not met: over m|h 20.0 %)" in text
+    rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out")]
+    t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets()
+    assert t["held_out_met"] and t["groups_met"] and t["groups_over"] == {}
+    for r in rows:
+        r["split"] = None
+    assert V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets() is None
+
+
 def test_a_file_outside_the_split_says_so_instead_of_nan():
     """Rows of another measurements file (e.g. validation/repeat-llama3-70b.csv) have no split
     label: the report says none was fitted rather than printing a NaN held-out MAPE."""

@@ -7,6 +7,10 @@ fitted parameters are reported next to the model's. None of them is in the model
 
 * ``nvls``: NVLink SHARP all-reduce bytes, M per rank instead of the ring's 2(n-1)/n x M, at
   TP > 2, for every message or only for messages above a threshold (MB);
+* ``nvls-nccl``: NVLS only where NCCL measures a gain, at TP = 8 (more than 4 ranks), at its
+  measured speed relative to the ring (NVLS_VS_RING: on 8 H100s ring bus bandwidth ~370 GB/s =
+  0.82 of 450, NVLS algorithm bandwidth ~275 GB/s = 0.61; so M x 0.82/0.61 = 1.35 M per rank in
+  the ring's efficiency units, against the ring's 1.75 M);
 * ``per-call``: a latency per collective call (two all-reduces per layer and the logits gather)
   on top of the latency per ring step;
 * ``log2-steps``: log2(n) latency steps per collective instead of the ring's n - 1 per pass;
@@ -19,7 +23,7 @@ Writes validation/hopper_alternatives.json.
 
     python benchmarks/hopper_alternatives.py [--csv ../shared/validation/measurements.csv]
 
-About 6 minutes on two cores.
+About 7 minutes on two cores.
 """
 
 from __future__ import annotations
@@ -49,6 +53,28 @@ def _nvls(threshold_MB: float) -> Callable[[V.Row, int, V.RowTerms], None]:
             message_B = batch * (row.isl if phase == "prefill" else 1) * hidden * 2
             if message_B > threshold_MB * 1e6:
                 terms["net_bw"] *= row.tp / (2 * (row.tp - 1))
+    return change
+
+
+#: NVLS all-reduce time per byte of message over the ring's at the same link efficiency, from
+#: NCCL all_reduce_perf on 8 x H100 SXM (NVLink 4, 450 GB/s per direction): ring bus bandwidth
+#: ~370 GB/s (efficiency 0.82), NVLS peak bus bandwidth ~480 GB/s = algorithm bandwidth ~275 GB/s
+#: (0.61) (NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/212); NVLS sends and receives M
+#: per rank: M / (0.61 B) = 1.35 M / (0.82 B). With 2-4 GPUs NVLS measures the ring's 365-370
+#: GB/s bus bandwidth, the gain starts at 5 (github.com/NVIDIA/nccl/issues/1455): NVLS_MIN_RANKS
+NVLS_VS_RING = 0.82 / 0.61
+NVLS_MIN_RANKS = 5
+
+
+def _nvls_nccl(threshold_MB: float) -> Callable[[V.Row, int, V.RowTerms], None]:
+    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
+        if row.tp < NVLS_MIN_RANKS:
+            return
+        hidden = load_workload(row.model).hidden_size
+        for phase, terms in (("prefill", t.prefill), ("decode", t.decode)):
+            message_B = batch * (row.isl if phase == "prefill" else 1) * hidden * 2
+            if message_B > threshold_MB * 1e6:
+                terms["net_bw"] *= NVLS_VS_RING * row.tp / (2 * (row.tp - 1))
     return change
 
 
@@ -106,6 +132,8 @@ ALTERNATIVES: dict[str, tuple[Callable[[V.Row, int, V.RowTerms], None] | None, b
     "model": (None, False),
     "nvls-all": (_nvls(0.0), False),
     **{f"nvls-above-{mb}MB": (_nvls(mb), False) for mb in (4, 16, 64, 1000)},
+    "nvls-nccl-all": (_nvls_nccl(0.0), False),
+    "nvls-nccl-above-16MB": (_nvls_nccl(16.0), False),
     **{f"per-call-{us}us": (_per_call(us), False) for us in (10, 20, 40)},
     "log2-steps": (_log2_steps, False),
     **{f"activations-x{k}": (_activations(k), False) for k in (0.5, 0.75)},

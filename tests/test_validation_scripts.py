@@ -1,0 +1,91 @@
+"""The formulas of the validation experiments in benchmarks/ (VALIDATION.md §5.4, §5.10, §5.11),
+checked by hand, and their patches of ``codesign.validate`` restored on exit."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from codesign import validate as V
+from codesign.model.hardware import calibration_for
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+step_forms = _load("step_forms")
+pcie_topology = _load("pcie_topology")
+hopper_alternatives = _load("hopper_alternatives")
+
+#: compute 1.0 s at ce = 0.7, weights + KV 1.0 s and activations 0.5 s at me = 0.8 (no cap),
+#: pooled 0.2 s, overlap 0.5
+TERMS = {"compute": 0.7, "memory_wkv": 0.8, "memory_act": 0.4, "memory_pool": 0.2, "memory_peak_GBps": 1000.0}
+CAL = {"compute_efficiency": 0.7, "memory_efficiency": 0.8, "stream_overlap": 0.5, V.CAP_FIELD: None}
+
+
+def row(rid: str, gpu: str, tp: int) -> V.Row:
+    return V.Row(rid, "llama-3.1-70b", gpu, tp, tp, 1, 1, 1, "fp16", 1000, 1000, 8, "output_tokens_per_s", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("form", "is_prefill", "expected"),
+    [
+        # 0.5 max(1, 1, 0.2) + 0.5 (1 + 1 + 0.2) + 0.5
+        ("act-serial", 0.0, 2.1),
+        # prefill: max(1, 1.5, 0.2); decode: 0.5 max(1, 1.5, 0.2) + 0.5 (1 + 1.5 + 0.2)
+        ("prefill-roofline", 1.0, 1.5),
+        ("prefill-roofline", 0.0, 2.1),
+        # max(0.5 max(1, 1, 0.2) + 0.5 (1 + 1 + 0.2), 0.5)
+        ("act-overlap", 0.0, 1.6),
+    ],
+)
+def test_step_forms_compose_the_streams_as_documented(form, is_prefill, expected):
+    assert float(step_forms._streams(form, {**TERMS, "is_prefill": is_prefill}, CAL)) == pytest.approx(expected)
+
+
+def test_act_serial_without_overlap_is_the_model_and_the_patch_is_undone():
+    """At o = 0 every stream adds in both forms, so the patched step must equal the model's on a
+    real row; outside the context the validator is the model again."""
+    r = row("x", "h100-sxm", 4)
+    cal = {**calibration_for(r.gpu).model_dump(), "stream_overlap": 0.0}
+    model = V.step_time(V.row_terms(r, 8).decode, cal)
+    before = (V.row_terms, V.step_time, V.STEP_TERMS)
+    with step_forms.patched("act-serial"):
+        t = V.row_terms(r, 8).decode
+        assert t["memory_wkv"] + t["memory_act"] == pytest.approx(t["memory_local"])
+        assert t["memory_act"] > 0
+        assert V.step_time(t, cal) == pytest.approx(model, rel=1e-12)
+    assert (V.row_terms, V.step_time, V.STEP_TERMS) == before
+
+
+def test_pcie_topology_changes_only_the_a100_pcie_rows_and_is_undone():
+    before = V._system_of
+    with pcie_topology.topology({"scale_up_domain": 4, "scale_out": "pcie-gen4-x16"}):
+        assert V._system_of(row("p", "a100-pcie-80gb", 8), V.MODEL) == {
+            "devices": 8, "scale_up_domain": 4, "scale_out": "pcie-gen4-x16"}
+        assert V._system_of(row("s", "a100-sxm-80gb", 8), V.MODEL) == before(row("s", "a100-sxm-80gb", 8), V.MODEL)
+    assert V._system_of is before
+
+
+def test_nvls_at_nccl_speed_applies_from_five_ranks_only():
+    """NVLS sends and receives M per rank at 0.61 of the link against the ring's 2(n-1)/n M at
+    0.82: at TP 8 the link bytes scale by (0.82/0.61) x 8/14; at TP 4 they stay the ring's."""
+    change = hopper_alternatives._nvls_nccl(0.0)
+    for tp, factor in ((8, (0.82 / 0.61) * 8 / 14), (4, 1.0)):
+        r = row(f"t{tp}", "h100-sxm", tp)
+        t = V.row_terms(r, 8)
+        ring = t.decode["net_bw"]
+        change(r, 8, t)
+        assert ring > 0 and t.decode["net_bw"] == pytest.approx(ring * factor)

@@ -600,3 +600,17 @@ def test_the_fit_finds_the_cap_of_one_die_on_two_memories(tmp_path):
                                 variant=V.Variant("x", no_bandwidth_cap=True))
     assert V.CAP_FIELD not in ablated["hopper"]["params"]
     assert ablated["hopper"]["fit_mape_pct"] > res["hopper"]["fit_mape_pct"]
+
+
+def test_the_never_fitted_check_files_map_to_the_catalog():
+    """Every row of the check files VALIDATION.md reports (§5.8, §5.9, §6.2) maps to a catalog
+    workload and chip and a supported metric: none is skipped, none is in the split."""
+    repo = Path(__file__).resolve().parent.parent
+    labels = V.read_split(repo / "validation" / "split.json")
+    for name, n in (("other-models.csv", 54), ("nim-llama3.3-70b-h100.csv", 4), ("repeat-llama3-70b.csv", 147)):
+        rows, bad = V.read_rows(repo / "validation" / name)
+        assert not bad and len(rows) == n, name
+        assert all(V.skip_reason(r) is None for r in rows), name
+        assert not any(r.id in labels for r in rows), name
+    models = {r.model for r in V.read_rows(repo / "validation" / "other-models.csv")[0]}
+    assert models == {"llama-3.1-405b", "mixtral-8x22b"}

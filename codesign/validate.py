@@ -1317,6 +1317,17 @@ def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[V
 
 
 # --- plot -------------------------------------------------------------------------------------
+#: legend names of the split labels (rows of a file outside the split were never fitted)
+_SPLIT_LABELS = {"unlisted": "not fitted"}
+
+
+def plot_title(report: ValidationReport) -> str:
+    """The plot's default title: file, MAPE, held-out MAPE (or that no row was fitted), rows."""
+    held = report.subset_mape("held-out")
+    part = f"held-out {held:.1f} %" if not math.isnan(held) else "no row fitted"
+    return f"{Path(report.csv).name}: MAPE {report.mape_pct:.1f} % ({part}), {len(report.rows)} rows"
+
+
 def plot(report: ValidationReport, path: str | Path, *, title: str | None = None) -> Path:
     """Predicted vs measured (log-log), one colour per chip family, hollow markers for fit rows,
     filled for held-out; the y = x line and a +-12 % band. PNG via matplotlib's Agg backend."""
@@ -1338,7 +1349,7 @@ def plot(report: ValidationReport, path: str | Path, *, title: str | None = None
                 continue
             ax.scatter([r["measured"] for r in sel], [r["predicted"] for r in sel], s=22,
                        facecolors=face if face else colours(i), edgecolors=colours(i), linewidths=0.9,
-                       label=f"{fam} ({split})" if split else fam)
+                       label=f"{fam} ({_SPLIT_LABELS.get(split, split)})" if split else fam)
     if pts:
         lo = min(min(r["measured"], r["predicted"]) for r in pts) * 0.7
         hi = max(max(r["measured"], r["predicted"]) for r in pts) * 1.4
@@ -1352,9 +1363,7 @@ def plot(report: ValidationReport, path: str | Path, *, title: str | None = None
     unit = sorted({r["metric"] for r in report.rows})
     ax.set_xlabel(f"measured {', '.join(unit)}")
     ax.set_ylabel("predicted by the model")
-    held = report.subset_mape("held-out")
-    ax.set_title(title or f"{Path(report.csv).name}: MAPE {report.mape_pct:.1f} % (held-out {held:.1f} %), "
-                 f"{len(report.rows)} rows")
+    ax.set_title(title or plot_title(report))
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()

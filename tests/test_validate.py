@@ -402,6 +402,10 @@ def test_plot_writes_a_png(tmp_path):
     rep = V.ValidationReport(csv="toy.csv", by=("model",), rows=rows, skipped=[])
     out = V.plot(rep, tmp_path / "p.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert V.plot_title(rep) == "toy.csv: MAPE 15.0 % (held-out 20.0 %), 2 rows"
+    for r in rows:
+        r["split"] = "unlisted"
+    assert V.plot_title(rep) == "toy.csv: MAPE 15.0 % (no row fitted), 2 rows"
 
 
 # --- split and fit ------------------------------------------------------------------------------

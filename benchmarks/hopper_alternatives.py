@@ -164,7 +164,7 @@ def check_mape(rows: list[V.Row], params: dict[str, float]) -> tuple[float, floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=V.REPO_ROOT.parent / "shared" / "validation" / "measurements.csv")
+    ap.add_argument("--csv", type=Path, default=V.DEFAULT_MEASUREMENTS)
     ap.add_argument("--check", type=Path, default=CHECK,
                     help="rows of models the fit never saw; its hopper rows are predicted by every alternative")
     ap.add_argument("--out", type=Path, default=OUT)

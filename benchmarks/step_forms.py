@@ -92,7 +92,7 @@ def patched(form: str) -> Iterator[None]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=V.REPO_ROOT.parent / "shared" / "validation" / "measurements.csv")
+    ap.add_argument("--csv", type=Path, default=V.DEFAULT_MEASUREMENTS)
     ap.add_argument("--forms", default=",".join(FORMS))
     ap.add_argument("--families", default=None, help="comma-separated families (default: every family)")
     ap.add_argument("--out", type=Path, default=OUT)

@@ -26,7 +26,7 @@ OUT = V.REPO_ROOT / "validation" / "unseen_chip.json"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=V.REPO_ROOT.parent / "shared" / "validation" / "measurements.csv")
+    ap.add_argument("--csv", type=Path, default=V.DEFAULT_MEASUREMENTS)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.perf_counter()

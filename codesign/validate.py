@@ -127,6 +127,9 @@ POOLED = "pooled"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPLIT = REPO_ROOT / "validation" / "split.json"
+#: the shared measurements file of a development checkout (``../shared/validation``), the
+#: benchmarks' default ``--csv``
+DEFAULT_MEASUREMENTS = REPO_ROOT.parent / "shared" / "validation" / "measurements.csv"
 
 
 def family_of(chip: str) -> str:
@@ -1231,26 +1234,43 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
     return Variant(name, **kw, **extra)
 
 
+#: the model's changes of VALIDATION.md §5 in the order they were made (§6): the fitted stream
+#: overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100 PCIe cards'
+#: scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed latency of every TP
+#: collective (per call), the logits all-gather, the activation traffic between kernels, the
+#: collective latency per ring step instead of per call, the die's bandwidth cap
+FIX_ORDER: tuple[tuple[str, str], ...] = (
+    ("+stream-overlap", "overlap"),
+    ("+16-bit-embeddings", "embeddings"),
+    ("+engine-memory-rule", "memory"),
+    ("+pcie-scale-up", "pcie"),
+    ("+a100-pcie-own-family", "families"),
+    ("+collective-latency", "collective"),
+    ("+logits-gather", "logits"),
+    ("+activation-traffic", "activations"),
+    ("+ring-step-latency", "steps"),
+    ("model", "cap"),
+)
+
+
+def _fix_chain() -> list[Variant]:
+    """The model before any change ("before"), then each change added in turn; the last stage is
+    the model itself and is not repeated. Without any collective latency ("collective" undone)
+    whether it is paid per step or per call ("steps") is moot, so only the first is undone."""
+    keys = [k for _, k in FIX_ORDER]
+    chain = []
+    for i, name in enumerate(["before"] + [n for n, _ in FIX_ORDER[:-1]]):
+        undo = keys[i:]
+        if "collective" in undo:
+            undo.remove("steps")
+        chain.append(_without(name, *undo))
+    return chain
+
+
 PROPOSALS: tuple[Variant, ...] = (
     MODEL,
-    # the model before VALIDATION.md §5's changes, then each change added in turn (§6): the
-    # fitted stream overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100
-    # PCIe cards' scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed
-    # latency of every TP collective (per call), the logits all-gather, the activation traffic between
-    # kernels, the collective latency per ring step instead of per call and (= the model) the
-    # die's bandwidth cap
-    _without("before", "overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations",
-             "cap"),
-    _without("+stream-overlap", "embeddings", "memory", "pcie", "families", "collective", "logits", "activations",
-             "cap"),
-    _without("+16-bit-embeddings", "memory", "pcie", "families", "collective", "logits", "activations", "cap"),
-    _without("+engine-memory-rule", "pcie", "families", "collective", "logits", "activations", "cap"),
-    _without("+pcie-scale-up", "families", "collective", "logits", "activations", "cap"),
-    _without("+a100-pcie-own-family", "collective", "logits", "activations", "cap"),
-    _without("+collective-latency", "steps", "logits", "activations", "cap"),
-    _without("+logits-gather", "steps", "activations", "cap"),
-    _without("+activation-traffic", "steps", "cap"),
-    _without("+ring-step-latency", "cap"),
+    # the model before VALIDATION.md §5's changes, then each change added in turn (FIX_ORDER)
+    *_fix_chain(),
     # each change removed from the model alone
     _without("model-without-stream-overlap", "overlap"),
     _without("model-without-16-bit-embeddings", "embeddings"),

@@ -694,10 +694,11 @@ class ValidationReport:
     def worst(self, n: int = 10) -> list[dict[str, Any]]:
         return sorted(self.rows, key=lambda r: -abs(r["error_pct"]))[:n]
 
-    def targets(self) -> dict[str, Any] | None:
+    def targets(self, groups: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """The held-out MAPE and each group's held-out MAPE against the targets (None when no row
-        is labelled fit / held-out: nothing to judge)."""
-        groups = {k: g["held_out_mape_pct"] for k, g in self.groups.items() if not math.isnan(g["held_out_mape_pct"])}
+        is labelled fit / held-out: nothing to judge). ``groups``: ``self.groups`` if already built."""
+        groups = {k: g["held_out_mape_pct"] for k, g in (self.groups if groups is None else groups).items()
+                  if not math.isnan(g["held_out_mape_pct"])}
         if not groups:
             return None
         held = self.subset_mape("held-out")
@@ -713,6 +714,7 @@ class ValidationReport:
         }
 
     def as_dict(self) -> dict[str, Any]:
+        groups = self.groups
         return {
             "csv": self.csv,
             "variant": self.variant,
@@ -723,12 +725,12 @@ class ValidationReport:
             "n_rows": len(self.rows),
             "n_skipped": len(self.skipped),
             "split_file": self.split_file,
-            "groups": self.groups,
+            "groups": groups,
             "worst": self.worst(),
             "rows": self.rows,
             "skipped": self.skipped,
             "calibration": self.calibration,
-            "targets": self.targets(),
+            "targets": self.targets(groups),
         }
 
 

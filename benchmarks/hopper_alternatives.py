@@ -5,12 +5,8 @@ hopper family (H100 + H200, the die's cap included) is re-fitted on its fit rows
 validation's own search (``validate.fit_calibration``); the held-out MAPE of its rows and the
 fitted parameters are reported next to the model's. None of them is in the model:
 
-* ``nvls``: NVLink SHARP all-reduce bytes, M per rank instead of the ring's 2(n-1)/n x M, at
-  TP > 2, for every message or only for messages above a threshold (MB);
-* ``nvls-nccl``: NVLS only where NCCL measures a gain, at TP = 8 (more than 4 ranks), at its
-  measured speed relative to the ring (NVLS_VS_RING: on 8 H100s ring bus bandwidth ~370 GB/s =
-  0.82 of 450, NVLS algorithm bandwidth ~275 GB/s = 0.61; so M x 0.82/0.61 = 1.35 M per rank in
-  the ring's efficiency units, against the ring's 1.75 M);
+* ``ring``: every all-reduce in a ring, as the model before its in-switch all-reduce
+  (model.md eq. 3.17a, VALIDATION.md §5.10: NVLink SHARP from 5 ranks on at NCCL's measured speed);
 * ``per-call``: a latency per collective call (two all-reduces per layer and the logits gather)
   on top of the latency per ring step;
 * ``log2-steps``: log2(n) latency steps per collective instead of the ring's n - 1 per pass;
@@ -37,50 +33,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from codesign import validate as V
 from codesign.jsonio import write_json_atomic
-from codesign.model.workload import load_workload
+from codesign.model import network
 
 OUT = V.REPO_ROOT / "validation" / "hopper_alternatives.json"
 #: Llama 3.1 405B and Mixtral 8x22B from the same overview, never fitted (VALIDATION.md §6.2)
 CHECK = V.REPO_ROOT / "validation" / "other-models.csv"
 FAMILY = "hopper"
 NO_ACTIVATIONS = V.Variant("no-activations", no_activation_traffic=True)
-
-
-def _nvls(threshold_MB: float) -> Callable[[V.Row, int, V.RowTerms], None]:
-    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
-        if row.tp <= 2:
-            return
-        hidden = load_workload(row.model).hidden_size
-        for phase, terms in (("prefill", t.prefill), ("decode", t.decode)):
-            message_B = batch * (row.isl if phase == "prefill" else 1) * hidden * 2
-            if message_B > threshold_MB * 1e6:
-                terms["net_bw"] *= row.tp / (2 * (row.tp - 1))
-    return change
-
-
-#: NVLS all-reduce time per byte of message over the ring's at the same link efficiency, from
-#: NCCL all_reduce_perf on 8 x H100 SXM (NVLink 4, 450 GB/s per direction): ring bus bandwidth
-#: ~370 GB/s (efficiency 0.82), NVLS peak bus bandwidth ~480 GB/s = algorithm bandwidth ~275 GB/s
-#: (0.61) (NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/212); NVLS sends and receives M
-#: per rank: M / (0.61 B) = 1.35 M / (0.82 B). With 2-4 GPUs NVLS measures the ring's 365-370
-#: GB/s bus bandwidth, the gain starts at 5 (github.com/NVIDIA/nccl/issues/1455): NVLS_MIN_RANKS
-NVLS_VS_RING = 0.82 / 0.61
-NVLS_MIN_RANKS = 5
-
-
-def _nvls_nccl(threshold_MB: float) -> Callable[[V.Row, int, V.RowTerms], None]:
-    def change(row: V.Row, batch: int, t: V.RowTerms) -> None:
-        if row.tp < NVLS_MIN_RANKS:
-            return
-        hidden = load_workload(row.model).hidden_size
-        for phase, terms in (("prefill", t.prefill), ("decode", t.decode)):
-            message_B = batch * (row.isl if phase == "prefill" else 1) * hidden * 2
-            if message_B > threshold_MB * 1e6:
-                terms["net_bw"] *= NVLS_VS_RING * row.tp / (2 * (row.tp - 1))
-    return change
 
 
 def _per_call(latency_us: float) -> Callable[[V.Row, int, V.RowTerms], None]:
@@ -107,12 +70,14 @@ def _activations(k: float) -> Callable[[V.Row, int, V.RowTerms], None]:
 
 _ORIGINAL_TERMS = V.row_terms
 _ORIGINAL_BATCH = V.batch_from
+_IN_SWITCH_MIN_RANKS = network.IN_SWITCH_MIN_RANKS
 
 
 @contextmanager
-def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap: bool = False) -> Iterator[None]:
-    """The validator with ``change`` applied to every row's terms (and the batch capped at the
-    request count if ``request_cap``); restored on exit."""
+def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap: bool = False,
+            ring: bool = False) -> Iterator[None]:
+    """The validator with ``change`` applied to every row's terms (the batch capped at the
+    request count if ``request_cap``; every all-reduce in a ring if ``ring``); restored on exit."""
     def terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
         t = _ORIGINAL_TERMS(row, batch, variant)
         if change is not None:
@@ -127,22 +92,28 @@ def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap
     V.row_terms = terms
     if request_cap:
         V.batch_from = batch_from
+    if ring:
+        network.IN_SWITCH_MIN_RANKS = math.inf
     try:
         yield
     finally:
         V.row_terms, V.batch_from = _ORIGINAL_TERMS, _ORIGINAL_BATCH
+        network.IN_SWITCH_MIN_RANKS = _IN_SWITCH_MIN_RANKS
 
 
-ALTERNATIVES: dict[str, tuple[Callable[[V.Row, int, V.RowTerms], None] | None, bool]] = {
-    "model": (None, False),
-    "nvls-all": (_nvls(0.0), False),
-    **{f"nvls-above-{mb}MB": (_nvls(mb), False) for mb in (4, 16, 64, 1000)},
-    "nvls-nccl-all": (_nvls_nccl(0.0), False),
-    "nvls-nccl-above-16MB": (_nvls_nccl(16.0), False),
-    **{f"per-call-{us}us": (_per_call(us), False) for us in (10, 20, 40)},
-    "log2-steps": (_log2_steps, False),
-    **{f"activations-x{k}": (_activations(k), False) for k in (0.5, 0.75)},
-    "request-cap": (None, True),
+class Alternative(NamedTuple):
+    change: Callable[[V.Row, int, V.RowTerms], None] | None = None
+    request_cap: bool = False
+    ring: bool = False
+
+
+ALTERNATIVES: dict[str, Alternative] = {
+    "model": Alternative(),
+    "ring": Alternative(ring=True),
+    **{f"per-call-{us}us": Alternative(_per_call(us)) for us in (10, 20, 40)},
+    "log2-steps": Alternative(_log2_steps),
+    **{f"activations-x{k}": Alternative(_activations(k)) for k in (0.5, 0.75)},
+    "request-cap": Alternative(request_cap=True),
 }
 
 
@@ -174,8 +145,8 @@ def main() -> None:
     check_rows = [r for r in V.read_rows(args.check)[0] if V.family_of(r.gpu) == FAMILY]
     check_footprints = [V.footprint(r) for r in check_rows]  # the same under every alternative
     result: dict[str, dict] = {}
-    for name, (change, request_cap) in ALTERNATIVES.items():
-        with patched(change, request_cap):
+    for name, alt in ALTERNATIVES.items():
+        with patched(*alt):
             fit = V.fit_calibration(args.csv, V.DEFAULT_SPLIT, families=[FAMILY], pooled=False)[FAMILY]
             check, bias = check_mape(check_rows, check_footprints, fit["params"])
         result[name] = {k: fit[k] for k in ("params", "fit_mape_pct", "held_out_mape_pct", "n_held_out")}

@@ -235,6 +235,9 @@ class Interconnect(CatalogEntry):
     energy_scope: str = Field(min_length=1)  # e.g. "one link", "GPU to GPU through one switch"
     bandwidth_density_GBps_per_mm: float | None = Field(default=None, gt=0)
     bandwidth_density_GBps_per_mm2: float | None = Field(default=None, gt=0)
+    #: the switches reduce in the network (NVLink SHARP): a TP all-reduce inside one domain of at
+    #: least network.IN_SWITCH_MIN_RANKS devices runs in the switch instead of a ring (model.md §3.4)
+    in_switch_reduction: bool = False
     assumptions: list[str] = Field(default_factory=list)
 
     @property

@@ -515,7 +515,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency,
             "memory_local": (g("memory_local") + g("memory_local_overlapped")) * mem_eff,
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
-            "net_bw": (g("scale_up_bw") + g("scale_out_bw")) * cal.network_efficiency,
+            "net_bw": (g("scale_up_bw") + g("scale_up_bw_in_switch") + g("scale_out_bw")) * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
             # counts read off the model: layers of the stage, ring steps of its TP collectives (eq. 4.10a)
             "layers": float(m[f"{ph}_step.layers"]),
@@ -761,6 +761,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     pred = model_metric(row.metric, m, row.osl)
     dec = {k: m[f"decode_step.{k}_s"] + m.get(f"decode_step.{k}_overlapped_s", 0.0)
            for k in ("compute", "memory_local", "scale_up_bw", "scale_out_bw", "overhead")}
+    dec["scale_up_bw"] += m["decode_step.scale_up_bw_in_switch_s"]
     rec.update(
         predicted=pred,
         error_pct=100.0 * (pred - row.value) / row.value,

@@ -65,8 +65,8 @@ def test_period_of_an_all_local_design_by_hand():
     memory0 = (3 * (lay.w_read_B + lay.kv_read_B + lay.act_B) + embed_rows) / bw
     compute1 = (lay.flops + 2 * 32 * 16384 * 128256) / flops_s + cal.layer_overhead_us * 1e-6
     memory1 = (lay.w_read_B + lay.kv_read_B + lay.act_B + head + 16384) / bw
-    assert cal.stream_overlap == 0.0  # hopper's fitted value: the streams add
-    stage0, stage1 = compute0 + memory0, compute1 + memory1
+    o = cal.stream_overlap  # the streams overlap by o (model.md eq. 5.3)
+    stage0, stage1 = ((1 - o) * (c + m) + o * max(c, m) for c, m in ((compute0, memory0), (compute1, memory1)))
     assert ev.stage_s == pytest.approx([stage0, stage1], rel=1e-12)
     assert ev.period_s == pytest.approx(max(stage0, stage1), rel=1e-12)
     assert ev.tokens_per_s == pytest.approx(32 / max(stage0, stage1), rel=1e-12)

@@ -550,3 +550,35 @@ def test_tiny_baseline_decode_compute_time_by_hand() -> None:
     rule_of_thumb = (2 * 8_030_261_248 + attention) * 32 / 4 / achievable
     assert m["decode_step.compute_s"] == pytest.approx(rule_of_thumb, rel=0.08)
     assert rule_of_thumb / hand - 1 == pytest.approx(0.0673, abs=5e-4)
+
+
+def test_ring_and_in_switch_chips_in_one_mip_brute_force_equals_both_solvers() -> None:
+    """dgx-llama70b-chip-choice at TP 8 with an A100 SXM (NVLink 3: ring all-reduce) among the
+    H100 and B200 (NVSwitch that reduces in the network, model.md eq. 3.17a): the MIP reads the
+    ring and in-switch byte columns through the hardware's ``reduce_*`` columns. Every one of its
+    96 designs through ``evaluate``; the best feasible one is what HiGHS and CP-SAT prove optimal."""
+    import tomllib
+
+    from codesign.instance import instance_from_data
+    from codesign.paths import instances_dir
+    from codesign.solve import solve_instance
+
+    raw = tomllib.loads((instances_dir() / "dgx-llama70b-chip-choice.toml").read_text())
+    raw["hardware"]["decisions"]["chip"] = ["a100-sxm-80gb", "h100-sxm", "b200"]
+    raw["workloads"][0]["decisions"]["tp"] = [8]
+    inst = instance_from_data(raw)
+    names = [d.name for d in inst.decisions]
+    best = None
+    switch = {}
+    for combo in itertools.product(*[d.domain for d in inst.decisions]):
+        e = evaluate(inst, dict(zip(names, combo, strict=True)))
+        chip = e.design["chip"]
+        switch[chip] = e.workload_metrics["main"]["decode_step.scale_up_bw_in_switch_s"] > 0
+        if e.feasible and (best is None or e.objective > best):
+            best = e.objective
+    assert switch == {"a100-sxm-80gb": False, "h100-sxm": True, "b200": True}
+    assert best is not None
+    for solver in ("highs", "cpsat"):
+        sol = solve_instance(inst, solver=solver)
+        assert sol.status == "optimal"
+        assert close(sol.objective, best)

@@ -185,6 +185,31 @@ def test_hierarchical_allreduce_splits_above_the_domain() -> None:
     assert np.allclose(tr.scale_out_steps, [0.0, 2.0, 14.0], rtol=REL, atol=1e-12)
 
 
+def test_in_switch_allreduce_from_five_ranks_inside_one_domain() -> None:
+    """M = 1e6 B, domain d = 8 (eq. 3.17a). n = 8: the switch reduces; the devices send M and their
+    reduced shard M/8, 9/8 x 1e6 = 1.125e6 B per direction, at NCCL's measured 0.61 of the link
+    against the ring's 0.82: 0.82 / 0.61 x 1e6 = 1,344,262.3 ring-equivalent bytes (the ring:
+    1.75e6). n = 4 < 5 and n = 16 > d: the ring of eq. 3.17 (4: 2 x 3/4 x 1e6 = 1.5e6; 16: its
+    scale-up part, 2 x 7/8 x 1e6 = 1.75e6)."""
+    timed, moved, used = network.in_switch_allreduce(np.array([4.0, 8.0, 16.0]), 8, 1e6)
+    assert used.tolist() == [False, True, False]
+    assert np.allclose(timed, [1.5e6, 1_344_262.295, 1.75e6], rtol=1e-9, atol=0.0)
+    assert np.allclose(moved, [1.5e6, 1.125e6, 1.75e6], rtol=REL, atol=0.0)
+
+
+def test_only_switches_that_reduce_run_the_all_reduce_in_the_network() -> None:
+    """NVLink 4 and 5 (NVSwitch with SHARP) reduce in the switch; NVLink 3, PCIe and the 3D
+    families' links reduce in a ring: the hardware columns that pick one of the two step terms."""
+    assert catalog.load_interconnect("nvlink4").in_switch_reduction
+    assert catalog.load_interconnect("nvlink5").in_switch_reduction
+    assert not catalog.load_interconnect("nvlink3").in_switch_reduction
+    assert not catalog.load_interconnect("pcie-gen4-x16").in_switch_reduction
+    for name, switch in (("dgx-llama70b-chip-choice", 1.0), ("tiny-3d-llama8b", 0.0)):
+        hw = hardware_table(load_instance(name))
+        assert set(hw.features["reduce_in_switch"].tolist()) == {switch}
+        assert set(hw.features["reduce_ring"].tolist()) == {1.0 - switch}
+
+
 def test_hierarchical_allgather_splits_above_the_domain() -> None:
     """A 1600 B result gathered over n devices, scale-up domain d = 8.
 

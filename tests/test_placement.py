@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from codesign.cli import app
+from codesign.errors import InputError
 from codesign.mapping.placement import generate_placement, load_placement, placement_from_data
 from codesign.mapping.placement_formulation import build_placement, to_user
 from codesign.mapping.placement_solve import (
@@ -175,6 +176,17 @@ def test_dispatch_and_allreduce_by_hand():
     assert pb.J_per_B_up == pytest.approx(50 * 8e-12) and pb.J_per_B_out == pytest.approx(165 * 8e-12)
 
 
+def test_a_tp_group_the_switch_would_reduce_is_refused():
+    """Placement prices every TP all-reduce as a ring (eq. P8); on H100 (NVSwitch with SHARP) a
+    group of 5 or more would be reduced in the switch by the step model (model.md eq. 3.17a), so
+    placement refuses it with a clear message instead of pricing it differently."""
+    raw = copy.deepcopy(load_placement(TINY).spec.model_dump(mode="json", exclude_none=True))
+    raw["devices"].update(count=8, domains=[8], tp=8)
+    with pytest.raises(InputError) as exc:
+        build_problem(placement_from_data(raw))
+    assert exc.value.key == "devices.tp" and "tp <= 4" in exc.value.expected
+
+
 def test_capacity_per_device_by_hand():
     pb = build_problem(load_placement(TINY))
     w = load_workload("mixtral-8x7b")
@@ -187,14 +199,14 @@ def test_expert_activations_by_hand():
     """One token through one routed Mixtral expert (gated, width 14336) moves 6 x 14336 activation
     elements at 2 B (model.md eq. 2.15k): 172,032 B; the expert phase's memory stream of a device
     adds that per selection it serves (eq. P4a)."""
-    pb = build_problem(load_placement(TINY))
+    # the streams made to add (sigma = 0), so that the memory stream's share shows whole
+    pb = dataclasses.replace(build_problem(load_placement(TINY)), sigma=0.0)
     assert pb.act_per_selection_B == 2 * 6 * 14336 == 172_032
     A = np.array([[0, 0, 0, 0, 1, 1, 1, 1]])
     a = assess(pb, A, 0.0, 0.0)
     load = a.load[0, 0]
     no_act = dataclasses.replace(pb, act_per_selection_B=0.0)
     b = assess(no_act, A, 0.0, 0.0)
-    assert pb.sigma == 0.0  # hopper: the streams add
     assert a.expert_s[0, 0] - b.expert_s[0, 0] == pytest.approx(pb.s_per_B * 172_032 * pb.batch * load)
 
 

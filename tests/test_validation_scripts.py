@@ -79,13 +79,18 @@ def test_pcie_topology_changes_only_the_a100_pcie_rows_and_is_undone():
     assert V._system_of is before
 
 
-def test_nvls_at_nccl_speed_applies_from_five_ranks_only():
-    """NVLS sends and receives M per rank at 0.61 of the link against the ring's 2(n-1)/n M at
-    0.82: at TP 8 the link bytes scale by (0.82/0.61) x 8/14; at TP 4 they stay the ring's."""
-    change = hopper_alternatives._nvls_nccl(0.0)
-    for tp, factor in ((8, (0.82 / 0.61) * 8 / 14), (4, 1.0)):
+def test_the_ring_alternative_undoes_the_in_switch_all_reduce_at_tp_8_only():
+    """Llama 70B decode at batch 8 on H100: 160 all-reduces of M = 8 x 8192 x 2 = 131,072 B and the
+    logits all-gather, 7/8 x 8 x 128256 x 2 = 1,795,584 B. The model reduces the all-reduces of
+    TP 8 in the NVSwitch at 0.82/0.61 M each (eq. 3.17a); the ``ring`` alternative sends the
+    ring's 2 x 7/8 M. At TP 4 both are the ring. The patch is undone on exit."""
+    from codesign.model import network
+
+    M, logits = 8 * 8192 * 2, 7 / 8 * 8 * 128256 * 2
+    for tp, ratio in ((8, (160 * 1.75 * M + logits) / (160 * 0.82 / 0.61 * M + logits)), (4, 1.0)):
         r = row(f"t{tp}", "h100-sxm", tp)
-        t = V.row_terms(r, 8)
-        ring = t.decode["net_bw"]
-        change(r, 8, t)
-        assert ring > 0 and t.decode["net_bw"] == pytest.approx(ring * factor)
+        model = V.row_terms(r, 8).decode["net_bw"]
+        with hopper_alternatives.patched(*hopper_alternatives.ALTERNATIVES["ring"]):
+            ring = V.row_terms(r, 8).decode["net_bw"]
+        assert model > 0 and ring == pytest.approx(model * ratio, rel=1e-12)
+    assert network.IN_SWITCH_MIN_RANKS == 5

@@ -129,7 +129,9 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         Product(f"{tag}.compute", s("flops"), hw(f"s_per_flop_seq@{prec}")),
         Product(f"{tag}.memory_local", s("bytes_local"), hw("s_per_B_local_seq")),
         Product(f"{tag}.memory_pool", s("bytes_pool"), hw("s_per_B_pool_seq")),
-        Product(f"{tag}.scale_up_bw", s("bytes_scale_up"), hw("s_per_B_scale_up")),
+        # the all-reduces run in a ring or in the switches (eq. 4.9b): one of the two is zero
+        Product(f"{tag}.scale_up_bw", s("bytes_scale_up"), hw("reduce_ring*s_per_B_scale_up")),
+        Product(f"{tag}.scale_up_bw_in_switch", s("bytes_scale_up_in_switch"), hw("reduce_in_switch*s_per_B_scale_up")),
         Product(f"{tag}.scale_up_latency", s("steps_scale_up"), hw("s_per_step_scale_up")),
         Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
@@ -150,7 +152,8 @@ def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
             Product(f"{phase}.energy_compute", s("flops"), f"J_per_flop@{prec}"),
             Product(f"{phase}.energy_dram", s("bytes_local"), "J_per_B_local"),
             Product(f"{phase}.energy_pool", s("bytes_pool"), "J_per_B_pool"),
-            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "reduce_ring*J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_up_in_switch", s("moved_scale_up_in_switch"), "reduce_in_switch*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_out", s("bytes_scale_out"), "J_per_B_scale_out"),
         )
     )
@@ -415,7 +418,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         for k in ekey:
             phase = k.split("|")[1]
             for p in dynamic_energy_form(phase, w.precision, k).linear:
-                split[p.name.split("energy_")[1]] += float(eval_form(Form((p,)), hw, st)[0, 0])
+                split[p.name.split("energy_")[1].removesuffix("_in_switch")] += float(eval_form(Form((p,)), hw, st)[0, 0])
         for k, v in split.items():
             m[f"energy_per_token_{k}_J"] = v
         m["energy_per_token_static_J"] = m["energy_per_token_J"] - sum(split.values())

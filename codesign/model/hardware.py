@@ -99,6 +99,7 @@ class StackLink(Strict):
     scale_out_latency_ns: float = Field(ge=0)
     scale_out_energy_pJ_per_bit: float = Field(ge=0)
     io_power_W: float = Field(ge=0)
+    in_switch_reduction: bool = False  # as the catalog interconnect's field
 
 
 class StackFamily(Strict):
@@ -388,7 +389,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
         t, cal,
         up_bw=ln.bandwidth_GBps_per_direction * GBps, up_lat=ln.latency_ns * NANO, up_e=ln.energy_pJ_per_bit,
         out_bw=ln.scale_out_bandwidth_GBps_per_direction * GBps, out_lat=ln.scale_out_latency_ns * NANO,
-        out_e=ln.scale_out_energy_pJ_per_bit,
+        out_e=ln.scale_out_energy_pJ_per_bit, in_switch=ln.in_switch_reduction,
     )
 
 
@@ -399,8 +400,9 @@ def _pick(table: dict[str, float], prec: str, where: str) -> str:
     raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
 
 
-def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e) -> None:
+def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e, in_switch=False) -> None:
     eff = cal.network_efficiency
+    _reduction(t, in_switch)
     _put(t, "s_per_B_scale_up", 1.0 / (np.asarray(up_bw, dtype=float) * eff), "s per byte on scale-up links")
     _put(t, "s_per_step_scale_up", up_lat, "latency per collective step on scale-up, s")
     _put(t, "J_per_B_scale_up", np.asarray(up_e, dtype=float) * 8 * PICO, "J per byte on scale-up")
@@ -410,6 +412,14 @@ def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, o
     _put(t, "s_per_layer", cal.layer_overhead_us * MICRO, "fixed overhead per layer per step, s")
     _put(t, "s_per_collective_step", cal.collective_step_latency_us * MICRO,
          "software time per ring step of a TP collective, s")
+
+
+def _reduction(t: HardwareTable, in_switch: Any) -> None:
+    """Which all-reduce the scale-up links run (eq. 3.13e): ``reduce_ring`` = 1 where the devices
+    reduce in a ring, ``reduce_in_switch`` = 1 where the switches reduce (NVLink SHARP)."""
+    flag = np.asarray(in_switch, dtype=float)
+    _put(t, "reduce_in_switch", flag, "1 if the scale-up switches reduce (in-network all-reduce)")
+    _put(t, "reduce_ring", 1.0 - flag, "1 if the devices reduce in a ring")
 
 
 def _catalog_features(inst: Instance, t: HardwareTable) -> None:
@@ -452,6 +462,8 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_B_scale_up", cid, 1.0 / (up_bw * eff))
         put("s_per_step_scale_up", cid, up.latency_ns * NANO)
         put("J_per_B_scale_up", cid, up.energy_pJ_per_bit * 8 * PICO)
+        put("reduce_in_switch", cid, float(up.in_switch_reduction))
+        put("reduce_ring", cid, 1.0 - float(up.in_switch_reduction))
         put("s_per_B_scale_out", cid, 1.0 / (out_bw * eff))
         put("s_per_step_scale_out", cid, out.latency_ns * NANO)
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)

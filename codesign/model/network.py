@@ -86,6 +86,34 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
     return _hierarchical(ring_allgather, n, domain, result_B)
 
 
+#: NCCL runs an all-reduce in the NVSwitch (NVLink SHARP, "NVLS") only from 5 ranks on: with 2-4
+#: GPUs NVLS measures the ring's bus bandwidth (github.com/NVIDIA/nccl/issues/1455)
+IN_SWITCH_MIN_RANKS = 5
+#: time of an in-switch all-reduce per byte of its message, in bytes of the ring's time at the
+#: ring's link efficiency: on 8 x H100 (450 GB/s per direction) the ring reaches ~370 GB/s bus
+#: bandwidth (0.82) and NVLS ~480 GB/s bus = ~275 GB/s algorithm bandwidth (0.61 of the link)
+#: (NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/212): M / (0.61 B) = 1.35 M / (0.82 B)
+IN_SWITCH_BYTES_PER_MESSAGE_BYTE = 0.82 / 0.61
+
+
+def in_switch_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An all-reduce the scale-up switches reduce (eq. 3.17a): (ring-equivalent bytes per device,
+    bytes each device moves per direction, whether the switch runs it).
+
+    The switch runs it for a group inside one domain of at least IN_SWITCH_MIN_RANKS devices:
+    each device sends its M bytes (its shards to be reduced, then its reduced shard M/n) and
+    receives M/n + M, (n+1)/n x M per direction, at the measured 0.61 of the link, which costs
+    IN_SWITCH_BYTES_PER_MESSAGE_BYTE x M at the ring's efficiency. Any other group runs
+    ``hierarchical_allreduce`` (its scale-up bytes are returned for both)."""
+    n = _f(n)
+    m = _f(message_B)
+    ring = hierarchical_allreduce(n, domain, m).scale_up_B
+    used = (n >= IN_SWITCH_MIN_RANKS) & (n <= domain)
+    timed = np.where(used, IN_SWITCH_BYTES_PER_MESSAGE_BYTE * m, ring)
+    moved = np.where(used, (n + 1.0) / n * m, ring)
+    return timed, moved, used
+
+
 def point_to_point(same_domain: ArrayLike, message_B: ArrayLike) -> Traffic:
     """One message to the next pipeline stage, over scale-up if both ends share a domain."""
     inside = np.asarray(same_domain, dtype=bool)

@@ -346,6 +346,16 @@ def build_problem(inst) -> PlacementProblem:
     # links
     up_ic = catalog.load_interconnect(chip.scale_up_interconnect)
     out_ic = catalog.load_interconnect(chip.scale_out_interconnect)
+    if up_ic.in_switch_reduction and t >= network.IN_SWITCH_MIN_RANKS:
+        # eq. P8 prices every group's all-reduce as a ring; the main model's in-switch all-reduce
+        # (model.md eq. 3.17a) would make its cost differ from the step model's (placement.md §8)
+        raise InputError(
+            f"a TP group of {t} on {up_ic.id}, whose switches reduce in the network, is not modelled by placement",
+            file=getattr(inst, "source", None), key="devices.tp", value=t,
+            expected=f"tp <= {network.IN_SWITCH_MIN_RANKS - 1} on {up_ic.id} (in-switch all-reduce from "
+                     f"{network.IN_SWITCH_MIN_RANKS} ranks on)",
+            suggestion="use a smaller TP group, or a chip whose scale-up links reduce in a ring",
+        )
     domains = domain_sizes_of(s.devices)
     topo = placement_topology(domains, up_ic.energy_pJ_per_bit, out_ic.energy_pJ_per_bit)
     domain_of = np.repeat(np.arange(len(domains)), domains)

@@ -184,6 +184,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
+        # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its
+        # time in ring-equivalent bytes, and the bytes it moves (for the energy)
+        ar_switch_timed, ar_switch_moved, _ = network.in_switch_allreduce(tp, domain, message)
         per_layer = 2.0 * layers_stage * (tp > 1)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
@@ -196,8 +199,11 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.flops"] = flops
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
-        f[f"{phase}.bytes_scale_up"] = (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B
-                                        + has_p2p * p2p.scale_up_B)
+        others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
+        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up
+        # on links whose switches reduce (interconnect in_switch_reduction, eq. 4.9b)
+        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + others_up
+        f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + others_up
         f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + has_tp * logits.scale_up_steps
                                         + has_p2p * p2p.scale_up_steps)
         f[f"{phase}.bytes_scale_out"] = (per_layer * ar.scale_out_B + has_tp * logits.scale_out_B

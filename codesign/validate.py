@@ -1432,7 +1432,7 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
         def verdict(ok: bool) -> str:
             return "met" if ok else "not met"
 
-        over = ", ".join(f"{k} {v:.1f} %" for k, v in t["groups_over"].items())
+        over = ", ".join(f"{k} {v:.2f} %" for k, v in t["groups_over"].items())  # 12.03 is over 12
         lines += ["", f"targets: held-out MAPE <= {t['held_out_target_pct']:g} %: {t['held_out_mape_pct']:.2f} % "
                       f"({verdict(t['held_out_met'])}); every group's held-out MAPE <= {t['group_target_pct']:g} %: "
                       f"{t['groups_judged'] - len(t['groups_over'])} of {t['groups_judged']} "

@@ -384,7 +384,7 @@ def test_targets_judge_the_held_out_rows_overall_and_per_group():
     assert t["groups_judged"] == 2 and list(t["groups_over"]) == ["m|h"] and not t["groups_met"]
     assert t["groups_over"]["m|h"] == pytest.approx(20.0)
     text = V.format_report(V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]))
-    assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text and "1 of 2 (not met: over m|h 20.0 %)" in text
+    assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text and "1 of 2 (not met: over m|h 20.00 %)" in text
     rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out")]
     t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets()
     assert t["held_out_met"] and t["groups_met"] and t["groups_over"] == {}

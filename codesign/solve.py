@@ -55,10 +55,15 @@ def backend_solve(mip, solver: str, **opts):
     return backends.solve(mip, solver, **opts)
 
 
-@dataclass
-class Solution:
+@dataclass(kw_only=True)
+class SolveRecord:
+    """What every solve reports, whichever family (named instances: :class:`Solution`; mapping and
+    placement: :class:`codesign.mapping.family.FamilySolution`): the verified design, the
+    objective in the user's metric, the solver's bound and the gap, the solver's own record."""
+
     instance: str
     instance_hash: str
+    solver: str
     status: str
     sense: str
     objective_metric: str
@@ -66,17 +71,27 @@ class Solution:
     bound: float | None
     gap: float | None
     design: dict[str, Any] | None
-    metrics: dict[str, float] | None
-    workload_metrics: dict[str, dict[str, float]] | None
-    solver: str
-    solver_version: str
-    termination: str
-    parameters: dict[str, Any]
-    time_s: float
+    metrics: dict[str, Any] | None
+    mip: dict[str, Any]
     build_s: float
     solve_s: float
+    time_s: float
     nodes: int | None
-    mip: dict[str, Any]
+    termination: str
+    solver_version: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(kw_only=True)
+class Solution(SolveRecord):
+    """A named instance's solve: the record plus the model's per-workload metrics, the
+    verification loop's account, the internal objective and bound, and the constraint audit."""
+
+    workload_metrics: dict[str, dict[str, float]] | None
     verification: dict[str, Any] | None
     internal_objective: float | None = None
     internal_bound: float | None = None
@@ -84,10 +99,6 @@ class Solution:
     reason: str | None = None
     budgets: list[dict[str, str]] = field(default_factory=list)
     audit: list[dict[str, Any]] | None = None
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 def user_gap(sense: str, objective: float | None, bound: float | None) -> float | None:
@@ -362,22 +373,22 @@ def _provenance() -> dict[str, Any]:
 AGREEMENT_RTOL = 1e-9
 
 
-def cross_check_solutions(a: Solution, b: Solution) -> dict[str, Any]:
-    """Both solvers must reach the same verified optimum (their designs may differ on ties)."""
-    objs = [a.objective, b.objective]
-    info = {"solvers": [a.solver, b.solver], "statuses": [a.status, b.status], "objectives": objs}
-    if a.status == "infeasible" or b.status == "infeasible":
+def cross_check(a: SolveRecord, b: SolveRecord, rtol: float = AGREEMENT_RTOL) -> dict[str, Any]:
+    """Both solvers must reach the same verified optimum (within ``rtol``; their designs may differ
+    on ties): disagreeing on feasibility or on a proven optimum raises ModelError."""
+    info = {"solvers": [a.solver, b.solver], "statuses": [a.status, b.status], "objectives": [a.objective, b.objective]}
+    if "infeasible" in (a.status, b.status):
         if a.status != b.status:
             raise ModelError(f"solvers disagree on feasibility: {a.solver} {a.status}, {b.solver} {b.status}")
         return {**info, "agree": True}
     if a.status != "optimal" or b.status != "optimal":
         return {**info, "agree": None, "note": "not both proven optimal; nothing to compare"}
     rel = abs(a.objective - b.objective) / max(abs(a.objective), 1e-300)
-    if rel > AGREEMENT_RTOL:
+    if rel > rtol:
         raise ModelError(
             f"{a.solver} and {b.solver} disagree on {a.instance}: {a.objective!r} vs {b.objective!r} (relative {rel:.3g})"
         )
-    return {**info, "agree": True, "relative_difference": rel}
+    return {**info, "agree": True, "relative_difference": rel, "times_s": [a.time_s, b.time_s]}
 
 
 def check_solution(path: str | Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ Writes validation/hopper_alternatives.json.
 
     python benchmarks/hopper_alternatives.py [--csv ../shared/validation/measurements.csv]
 
-About 7 minutes on two cores.
+About 8 minutes on two cores.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ overview's (``validate.BENCH_NUM_REQUESTS``). Writes validation/engine_simulatio
     python benchmarks/engine_simulation.py [--policies no-evict,max-util]
 
 About 10-15 minutes per policy on two cores. Approximations: the overlap o is applied to the
-totals of a run rather than per iteration (exact for o = 0, the value fitted for hopper and
-ampere); MoE expert reads are affine in the batch.
+totals of a run rather than per iteration (exact for o = 0, hopper's fitted value; the A100s fit
+0.27-0.32); MoE expert reads are affine in the batch.
 """
 
 from __future__ import annotations

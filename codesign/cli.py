@@ -326,7 +326,8 @@ def solve_cmd(
         return
     from codesign.instance import load_instance, with_budgets, with_objective
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import SOLVERS, check_solver, cross_check, write_ledger
+    from codesign.solve import SOLVERS, check_solver, write_ledger
+    from codesign.solve import cross_check as compare_solvers  # `cross_check` is the option
 
     check_solver(solver)
     inst = with_budgets(load_instance(name), budgets or [])
@@ -348,7 +349,7 @@ def solve_cmd(
     if cross_check:
         other = next(s for s in SOLVERS if s != solver)  # highs <-> cpsat (pyomo:* -> highs)
         sol2 = _solve_live(inst, other, time_limit, threads, quiet=as_json)
-        record["cross_check"] = cross_check(sol, sol2)
+        record["cross_check"] = compare_solvers(sol, sol2)
     if save:
         path = out_dir / f"{inst.name}.json"
         write_json_atomic(path, record)

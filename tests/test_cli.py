@@ -219,3 +219,15 @@ def test_error_text_with_brackets_is_printed_verbatim() -> None:
     """User text is not Rich markup: '[/]' must neither crash the printer nor vanish."""
     assert_input_error(run("evaluate", TINY, "--set", "tp=[/]"), "'[/]'")
     assert_input_error(run("evaluate", TINY, "--set", "tp=[bold]x"), "'[bold]x'")
+
+
+def test_solve_cross_checks_only_when_asked() -> None:
+    """Without --cross-check one solver runs and the record has no cross-check; with it, both
+    solvers' objectives are compared (the option's name must not be shadowed by the function)."""
+    r = run("solve", "tiny-3d-llama8b", "--json")
+    assert r.exit_code == 0, r.output
+    assert "cross_check" not in json.loads(r.stdout)
+    r = run("solve", "tiny-3d-llama8b", "--cross-check", "--json")
+    assert r.exit_code == 0, r.output
+    cc = json.loads(r.stdout)["cross_check"]
+    assert cc["solvers"] == ["highs", "cpsat"] and cc["agree"] is True

@@ -959,11 +959,10 @@ def _from_cal(cal: dict[str, float], free: Sequence[str]) -> np.ndarray:
                      for k in free])
 
 
-#: deterministic starting points of the simplex search
 #: Nelder-Mead restarts per start, and the MAPE gain (points) below which a restart is the last
 FIT_RESTARTS = 10
 FIT_RESTART_GAIN_PCT = 1e-4
-
+#: deterministic starting points of the simplex search
 _STARTS = (
     {"compute_efficiency": 0.6, "memory_efficiency": 0.8, "network_efficiency": 0.6, "layer_overhead_us": 10.0,
      "stream_overlap": 0.5, "collective_step_latency_us": 10.0},

@@ -463,7 +463,6 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_step_scale_up", cid, up.latency_ns * NANO)
         put("J_per_B_scale_up", cid, up.energy_pJ_per_bit * 8 * PICO)
         put("reduce_in_switch", cid, float(up.in_switch_reduction))
-        put("reduce_ring", cid, 1.0 - float(up.in_switch_reduction))
         put("s_per_B_scale_out", cid, 1.0 / (out_bw * eff))
         put("s_per_step_scale_out", cid, out.latency_ns * NANO)
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
@@ -473,6 +472,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
     for name, col in cols.items():
         t.features[name] = col
         t.labels.setdefault(name, name)
+    _reduction(t, t.features["reduce_in_switch"])
 
 
 def _pool_features(inst: Instance, t: HardwareTable) -> None:

@@ -96,9 +96,9 @@ IN_SWITCH_MIN_RANKS = 5
 IN_SWITCH_BYTES_PER_MESSAGE_BYTE = 0.82 / 0.61
 
 
-def in_switch_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def in_switch_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """An all-reduce the scale-up switches reduce (eq. 3.17a): (ring-equivalent bytes per device,
-    bytes each device moves per direction, whether the switch runs it).
+    bytes each device moves per direction).
 
     The switch runs it for a group inside one domain of at least IN_SWITCH_MIN_RANKS devices:
     each device sends its M bytes (its shards to be reduced, then its reduced shard M/n) and
@@ -111,7 +111,7 @@ def in_switch_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> tupl
     used = (n >= IN_SWITCH_MIN_RANKS) & (n <= domain)
     timed = np.where(used, IN_SWITCH_BYTES_PER_MESSAGE_BYTE * m, ring)
     moved = np.where(used, (n + 1.0) / n * m, ring)
-    return timed, moved, used
+    return timed, moved
 
 
 def point_to_point(same_domain: ArrayLike, message_B: ArrayLike) -> Traffic:

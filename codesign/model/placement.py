@@ -348,7 +348,7 @@ def build_problem(inst) -> PlacementProblem:
     out_ic = catalog.load_interconnect(chip.scale_out_interconnect)
     if up_ic.in_switch_reduction and t >= network.IN_SWITCH_MIN_RANKS:
         # eq. P8 prices every group's all-reduce as a ring; the main model's in-switch all-reduce
-        # (model.md eq. 3.17a) would make its cost differ from the step model's (placement.md §8)
+        # (model.md eq. 3.17a) would make its cost differ from the step model's (placement.md §2)
         raise InputError(
             f"a TP group of {t} on {up_ic.id}, whose switches reduce in the network, is not modelled by placement",
             file=getattr(inst, "source", None), key="devices.tp", value=t,

@@ -186,7 +186,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         ar = network.hierarchical_allreduce(tp, domain, message)
         # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its
         # time in ring-equivalent bytes, and the bytes it moves (for the energy)
-        ar_switch_timed, ar_switch_moved, _ = network.in_switch_allreduce(tp, domain, message)
+        ar_switch_timed, ar_switch_moved = network.in_switch_allreduce(tp, domain, message)
         per_layer = 2.0 * layers_stage * (tp > 1)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new

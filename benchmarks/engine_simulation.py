@@ -17,7 +17,7 @@ replaces the static round of §2 by that schedule and re-fits the calibration:
 Two admission policies: ``no-evict`` (a request enters when its full ISL + OSL fits) and
 ``max-util`` (it enters when its prompt fits; the newest requests are paused when the cache is
 full and recompute their context when they resume). The request counts are the performance
-overview's (``validate.BENCH_NUM_REQUESTS``). Writes validation/engine_simulation.json.
+rows' (``Row.num_requests``, validation/benchmark_requests.toml). Writes validation/engine_simulation.json.
 
     python benchmarks/engine_simulation.py [--policies no-evict,max-util]
 
@@ -177,16 +177,16 @@ def main() -> None:
     rows, _ = V.read_rows(args.csv)
     labels = V.read_split(V.DEFAULT_SPLIT)
     rows = [r for r in rows if V.skip_reason(r) is None and r.id in labels and r.concurrency is None
-            and (r.isl, r.osl) in V.BENCH_NUM_REQUESTS and r.pp == 1]
+            and r.num_requests is not None and r.pp == 1]
     cache = V._TermCache(V.MODEL)
     result: dict[str, dict] = {}
     for policy in args.policies.split(","):
         t0 = time.perf_counter()
         by_fam: dict[str, list[tuple[V.Row, dict[str, float], float]]] = defaultdict(list)
         for r in rows:
-            batch = V.batch_from(r, cache.footprint(r), None, V.ENGINE_MAX_BATCH)
+            batch = V.batch_from(r, cache.footprint(r), None, V.ENGINE_MAX_BATCH, requests=False)  # the KV cache
             bs, tok = engine_limits(batch, r.isl, r.osl)
-            n = V.BENCH_NUM_REQUESTS[(r.isl, r.osl)]
+            n = r.num_requests
             sim = simulate(n, r.isl, r.osl, batch * (r.isl + r.osl), tok, bs, policy)
             by_fam[V.family_of(r.gpu)].append((r, run_terms(r, batch, cache, sim), float(n * r.osl)))
         errors: dict[str, float] = {}

@@ -12,8 +12,8 @@ fitted parameters are reported next to the model's. None of them is in the model
 * ``log2-steps``: log2(n) latency steps per collective instead of the ring's n - 1 per pass;
 * ``activations``: the activation traffic between kernels scaled by k (interpolated between the
   model with and without it, which is linear in the bytes);
-* ``request-cap``: the batch capped at the benchmark's request count per replica
-  (``validate.BENCH_NUM_REQUESTS``), without waves.
+* ``no-request-cap``: the batch not capped at the run's requests per replica (``Row.request_limit``;
+  the model caps it since VALIDATION.md §5.8's fix 12).
 
 Each fitted alternative also predicts the hopper rows of validation/other-models.csv (Llama 3.1
 405B and Mixtral 8x22B, models the fit never saw; VALIDATION.md §6.2).
@@ -74,23 +74,22 @@ _IN_SWITCH_MIN_RANKS = network.IN_SWITCH_MIN_RANKS
 
 
 @contextmanager
-def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap: bool = False,
+def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, no_request_cap: bool = False,
             ring: bool = False) -> Iterator[None]:
-    """The validator with ``change`` applied to every row's terms (the batch capped at the
-    request count if ``request_cap``; every all-reduce in a ring if ``ring``); restored on exit."""
+    """The validator with ``change`` applied to every row's terms (the batch not capped at the
+    request count if ``no_request_cap``; every all-reduce in a ring if ``ring``); restored on exit."""
     def terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
         t = _ORIGINAL_TERMS(row, batch, variant)
         if change is not None:
             change(row, batch, t)
         return t
 
-    def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None) -> int:
-        b = _ORIGINAL_BATCH(row, fp, mem, cap)
-        n = V.BENCH_NUM_REQUESTS.get((row.isl, row.osl)) if row.concurrency is None else None
-        return min(b, math.ceil(n / row.dp)) if n is not None and b >= 1 else b
+    def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None,
+                   requests: bool = True) -> int:
+        return _ORIGINAL_BATCH(row, fp, mem, cap, requests=False)
 
     V.row_terms = terms
-    if request_cap:
+    if no_request_cap:
         V.batch_from = batch_from
     if ring:
         network.IN_SWITCH_MIN_RANKS = math.inf
@@ -103,7 +102,7 @@ def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, request_cap
 
 class Alternative(NamedTuple):
     change: Callable[[V.Row, int, V.RowTerms], None] | None = None
-    request_cap: bool = False
+    no_request_cap: bool = False
     ring: bool = False
 
 
@@ -113,7 +112,7 @@ ALTERNATIVES: dict[str, Alternative] = {
     **{f"per-call-{us}us": Alternative(_per_call(us)) for us in (10, 20, 40)},
     "log2-steps": Alternative(_log2_steps),
     **{f"activations-x{k}": Alternative(_activations(k)) for k in (0.5, 0.75)},
-    "request-cap": Alternative(request_cap=True),
+    "no-request-cap": Alternative(no_request_cap=True),
 }
 
 

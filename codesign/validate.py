@@ -67,12 +67,10 @@ METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_
 #: "Max Runtime Batch Size: 4096"). Pass ``max_batch_cap=None`` to drop the cap.
 ENGINE_MAX_BATCH = 4096
 
-#: requests per run of the measured benchmark by (ISL, OSL): TensorRT-LLM 0.14 performance
-#: overview, "Preparing a Dataset" ($num_requests); used by ``Variant(request_waves=True)``
-BENCH_NUM_REQUESTS: dict[tuple[int, int], int] = {
-    (128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (2048, 128): 3000, (2048, 2048): 1500,
-    (5000, 500): 1500, (1000, 1000): 3000, (500, 2000): 3000, (20000, 2000): 1000,
-}
+#: requests per run of each benchmark the measurements come from, by source document (an offline
+#: row's batch is at most its requests per replica; VALIDATION.md §2, §5.8)
+BENCHMARK_REQUESTS = Path(__file__).resolve().parent.parent / "validation" / "benchmark_requests.toml"
+
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
@@ -161,10 +159,22 @@ class Row:
     value: float
     unit: str = ""
     source: str = ""
+    #: requests of the benchmark run (offline rows): the CSV's ``num_requests`` or, by ``source``,
+    #: BENCHMARK_REQUESTS; None if unknown
+    num_requests: int | None = None
 
     @property
     def dp(self) -> int:
         return self.num_gpus // (self.tp * self.pp)
+
+    @property
+    def request_limit(self) -> int | None:
+        """Most sequences one replica can run at a time for lack of requests (a multiple of PP):
+        the requests per replica of an offline row, None if their number is unknown or the row
+        has a fixed concurrency."""
+        if self.num_requests is None or self.concurrency is not None:
+            return None
+        return math.ceil(math.ceil(self.num_requests / self.dp) / self.pp) * self.pp
 
     def key(self, by: Sequence[str]) -> str:
         return "|".join(str(getattr(self, k)) for k in by)
@@ -174,8 +184,45 @@ INT_FIELDS = ("num_gpus", "tp", "pp", "ep", "attention_dp", "isl", "osl")
 _DEFAULT_ONE = ("pp", "ep", "attention_dp")
 
 
+def read_benchmark_requests(path: str | Path = BENCHMARK_REQUESTS) -> list[tuple[str, dict[tuple[int, int], int]]]:
+    """The request counts of known benchmarks: (source prefix, {(ISL, OSL): requests}) per entry."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"cannot read the benchmarks' request counts: {exc}", file=path) from None
+    out = []
+    for i, entry in enumerate(data.get("benchmark", [])):
+        key = f"benchmark[{i}]"
+        source, table = entry.get("source"), entry.get("num_requests")
+        if not isinstance(source, str) or not source or not isinstance(table, dict):
+            raise InputError("a benchmark entry needs a source (text) and a num_requests table", file=path, key=key,
+                             expected='source = "owner/repo@commit:path", num_requests = { "ISL/OSL" = n }')
+        counts: dict[tuple[int, int], int] = {}
+        for lengths, n in table.items():
+            parts = lengths.split("/")
+            if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not isinstance(n, int) or n < 1:
+                raise InputError("malformed request count", file=path, key=f"{key}.num_requests.{lengths}", value=n,
+                                 expected='"ISL/OSL" = a positive integer, e.g. "128/128" = 30000')
+            counts[(int(parts[0]), int(parts[1]))] = n
+        out.append((source, counts))
+    return out
+
+
+def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tuple[int, int], int]]]) -> int | None:
+    for prefix, counts in known:
+        if source.startswith(prefix):
+            return counts.get((isl, osl))
+    return None
+
+
 def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
-    """Parse a measurements CSV: (typed rows, malformed rows each with its reason)."""
+    """Parse a measurements CSV: (typed rows, malformed rows each with its reason). An offline
+    row's request count is its ``num_requests`` column or, if empty, that of its ``source`` in
+    BENCHMARK_REQUESTS."""
+    known = read_benchmark_requests()
     path = Path(csv_path)
     if not path.is_file():
         raise InputError("measurements file not found", file=path)
@@ -197,12 +244,17 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                     text = str(raw.get(k) or "").strip()
                     ints[k] = int(text) if text else (1 if k in _DEFAULT_ONE else int(text))
                 conc = str(raw.get("concurrency") or "").strip()
+                reqs = str(raw.get("num_requests") or "").strip()
+                source = str(raw.get("source") or "").strip()
+                n_req = int(reqs) if reqs else _requests_of(source, ints["isl"], ints["osl"], known)
+                if n_req is not None and n_req < 1:
+                    raise ValueError(f"num_requests must be positive, got {n_req}")
                 rows.append(
                     Row(
                         id=rid, model=str(raw["model"]).strip(), gpu=str(raw["gpu"]).strip(),
                         precision=str(raw.get("precision") or "").strip(), metric=str(raw["metric"]).strip(),
                         value=float(raw["value"]), concurrency=int(conc) if conc else None,
-                        unit=str(raw.get("unit") or "").strip(), source=str(raw.get("source") or "").strip(), **ints,
+                        unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req, **ints,
                     )
                 )
             except (TypeError, ValueError) as exc:
@@ -254,9 +306,10 @@ class Variant:
     #: iteration also carries 1/OSL of the batch's prefill (its FLOPs and link traffic; the
     #: weights are read once per iteration)
     mixed_iteration: bool = False
-    #: the benchmark's finite request count (BENCH_NUM_REQUESTS): the batch is at most the
-    #: requests per replica, and they run in waves of the batch, the last one partial
+    #: the requests of the run (Row.num_requests) run in waves of the batch, the last one partial
     request_waves: bool = False
+    #: ablation of §5.8: the batch not capped at the run's requests per replica (Row.request_limit)
+    no_request_cap: bool = False
 
     #: ablation of §5.2: the A100 PCIe card calibrated with the A100 SXM module (one "ampere" family)
     ampere_one_family: bool = False
@@ -269,6 +322,8 @@ class Variant:
     no_activation_traffic: bool = False
     #: ablation of §5.10: no die bandwidth cap (every chip of a family at e x its own peak)
     no_bandwidth_cap: bool = False
+    #: ablation of §5.12: every all-reduce in a ring, none in the switch (network.IN_SWITCH_MIN_RANKS)
+    ring_allreduce: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -289,10 +344,14 @@ AMPERE_BEFORE = ("a100-sxm-80gb", "a100-pcie-80gb")
 def model_switches(variant: Variant):
     """The model with the variant's code-level ablations while inside: ``embeddings_at_weight_precision``
     (the 16-bit floor ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0), ``no_logits_gather``
-    (``schedule.LOGITS_GATHER`` off) and ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off)."""
-    from codesign.model import schedule, workload
+    (``schedule.LOGITS_GATHER`` off), ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off)
+    and ``ring_allreduce`` (``network.IN_SWITCH_MIN_RANKS`` infinite)."""
+    from codesign.model import network, schedule, workload
 
     saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC)
+    saved_switch = network.IN_SWITCH_MIN_RANKS
+    if variant.ring_allreduce:
+        network.IN_SWITCH_MIN_RANKS = math.inf
     if variant.embeddings_at_weight_precision:
         workload.EMBEDDING_MIN_BYTES_PER_PARAM = 0.0
     if variant.no_logits_gather:
@@ -303,6 +362,7 @@ def model_switches(variant: Variant):
         yield
     finally:
         workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC = saved
+        network.IN_SWITCH_MIN_RANKS = saved_switch
 
 
 def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
@@ -424,8 +484,10 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
     )
 
 
-def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None) -> int:
-    """Largest batch (multiple of PP) whose KV cache fits, capped; 0 if none fits.
+def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None, *,
+               requests: bool = True) -> int:
+    """Largest batch (multiple of PP) whose KV cache fits, at most ``cap`` and (if ``requests``)
+    the row's requests per replica (``Row.request_limit``); 0 if none fits.
 
     The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
     MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
@@ -442,6 +504,8 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     b = math.floor(kv / fp.kv_per_sequence_B / row.pp) * row.pp if kv > 0 else 0
     if cap is not None:
         b = min(b, max(row.pp, (cap // row.pp) * row.pp))
+    if requests and row.request_limit is not None:
+        b = min(b, row.request_limit)
     return max(b, 0)
 
 
@@ -449,16 +513,23 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
 class BatchChoice:
     batch: int
     footprint: Footprint
-    capped: bool = False
+    #: what set the batch: "memory" (the KV cache fills it), "engine" (the engine's maximum batch)
+    #: or "requests" (the run has no more requests per replica)
+    bound: str = "memory"
     reason: str = ""
+
+    @property
+    def capped(self) -> bool:
+        return self.bound != "memory"
 
 
 def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = MODEL) -> BatchChoice:
     """The memory-filling batch of an offline row, decided by the model's ``memory-capacity-local``
-    audit: feasible at the returned batch, infeasible one step (PP sequences) above it (unless the
-    engine cap binds). ``batch == 0`` (with ``reason``) if not even PP sequences fit."""
+    audit: feasible at the returned batch, infeasible one step (PP sequences) above it, unless the
+    engine's maximum batch ``cap`` or the row's requests per replica bind first (``bound``).
+    ``batch == 0`` (with ``reason``) if not even PP sequences fit."""
     fp = footprint(row, variant)
-    b = batch_from(row, fp, None, None)
+    b = batch_from(row, fp, None, None, requests=False)
     while b > 0 and not _memory_audit(evaluate_row(row, b, variant)).ok:
         b -= row.pp
     while _memory_audit(evaluate_row(row, b + row.pp, variant)).ok:
@@ -470,8 +541,13 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
             f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {fp.usable_B / 1e9:.1f} GB "
             f"usable; the KV cache of {row.pp} sequence(s) needs {fp.kv_per_sequence_B * row.pp / 1e9:.2f} GB "
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
-    capped = cap is not None and b > cap
-    return BatchChoice(min(b, (cap // row.pp) * row.pp) if capped else b, fp, capped)
+    limits = [("memory", b)]
+    if cap is not None:
+        limits.append(("engine", (cap // row.pp) * row.pp))
+    if row.request_limit is not None and not variant.no_request_cap:
+        limits.append(("requests", row.request_limit))
+    bound, batch = min(limits, key=lambda lim: (lim[1], lim[0] != "memory"))
+    return BatchChoice(batch, fp, bound)
 
 
 # --- terms and re-composition -----------------------------------------------------------------
@@ -691,6 +767,17 @@ class ValidationReport:
             }
         return out
 
+    @property
+    def batch_bounds(self) -> dict[str, int]:
+        """Rows by what set their batch (memory, engine, requests, concurrency), and the offline
+        rows whose request count is unknown (their batch is not capped by it)."""
+        out: dict[str, int] = defaultdict(int)
+        for r in self.rows:
+            out[r["batch_bound"]] += 1
+            if r["concurrency"] is None and r["num_requests"] is None:
+                out["no request count"] += 1
+        return dict(sorted(out.items()))
+
     def worst(self, n: int = 10) -> list[dict[str, Any]]:
         return sorted(self.rows, key=lambda r: -abs(r["error_pct"]))[:n]
 
@@ -726,6 +813,7 @@ class ValidationReport:
             "n_skipped": len(self.skipped),
             "split_file": self.split_file,
             "groups": groups,
+            "batch_bounds": self.batch_bounds,
             "worst": self.worst(),
             "rows": self.rows,
             "skipped": self.skipped,
@@ -746,12 +834,13 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         choice = max_batch(row, cap, variant)
     else:
         fp = footprint(row, variant)
-        choice = BatchChoice(batch_from(row, fp, None, None), fp)
+        choice = BatchChoice(batch_from(row, fp, None, None), fp, "concurrency")
     rec: dict[str, Any] = {
         "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
         "precision": row.precision, "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
-        "measured": row.value, "batch": choice.batch, "batch_capped": choice.capped,
+        "measured": row.value, "num_requests": row.num_requests,
+        "batch": choice.batch, "batch_capped": choice.capped, "batch_bound": choice.bound,
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")
@@ -859,19 +948,18 @@ class _Stack:
 
     @classmethod
     def build(cls, rows: list[Row], cache: _TermCache, mem: dict[str, float] | None, cap: int | None) -> _Stack:
-        batches = [batch_from(r, cache.footprint(r), mem, cap) for r in rows]
+        batches = [batch_from(r, cache.footprint(r), mem, cap, requests=not cache.variant.no_request_cap)
+                   for r in rows]
         zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0, "memory_peak_GBps": 1.0}
         extra: dict[str, Any] = {}
         if cache.variant.request_waves:
             waves, tails = [], []
             for i, r in enumerate(rows):
-                n = BENCH_NUM_REQUESTS.get((r.isl, r.osl)) if r.concurrency is None else None
-                if n is None or batches[i] < 1:
+                if r.request_limit is None or batches[i] < 1:
                     waves.append(1.0)
                     tails.append(0)
                     continue
-                per_replica = math.ceil(n / r.dp)
-                batches[i] = min(batches[i], math.ceil(per_replica / r.pp) * r.pp)
+                per_replica = math.ceil(r.num_requests / r.dp)
                 waves.append(float(per_replica // batches[i]))
                 tails.append(per_replica - int(waves[-1]) * batches[i])
             tail_terms = [cache.at(r, t) if t >= 1 else None for r, t in zip(rows, tails, strict=True)]
@@ -1243,6 +1331,8 @@ _UNDO = {
     "activations": {"no_activation_traffic": True},
     "steps": {"collective_per_call": True},
     "cap": {"no_bandwidth_cap": True},
+    "switch": {"ring_allreduce": True},
+    "requests": {"no_request_cap": True},
 }
 
 
@@ -1258,7 +1348,8 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: overlap, the 16-bit embedding and LM head, the engine's memory rule, the A100 PCIe cards'
 #: scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed latency of every TP
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
-#: collective latency per ring step instead of per call, the die's bandwidth cap
+#: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
+#: in the NVSwitch, the batch capped at the run's requests
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1269,7 +1360,9 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+logits-gather", "logits"),
     ("+activation-traffic", "activations"),
     ("+ring-step-latency", "steps"),
-    ("model", "cap"),
+    ("+bandwidth-cap", "cap"),
+    ("+in-switch-allreduce", "switch"),
+    ("model", "requests"),
 )
 
 
@@ -1300,9 +1393,11 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-collective-latency", "collective"),
     _without("model-without-logits-gather", "logits"),
     _without("model-without-activation-traffic", "activations"),
-    # (model-without-bandwidth-cap is "+ring-step-latency" above; model-with-per-call-collective-
-    # latency is "model-without-ring-step-latency")
+    # (model-with-per-call-collective-latency is "model-without-ring-step-latency"; the request cap's
+    # ablation is "+in-switch-allreduce" above)
     _without("model-without-ring-step-latency", "steps"),
+    _without("model-without-bandwidth-cap", "cap"),
+    _without("model-without-in-switch-allreduce", "switch"),
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model
@@ -1426,6 +1521,8 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
     for k, g in d["groups"].items():
         held = f"{g['held_out_mape_pct']:10.2f}" if labelled else f"{'-':>10s}"
         lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {held}")
+    bounds = ", ".join(f"{k} {n}" for k, n in d["batch_bounds"].items())
+    lines += ["", f"batch set by: {bounds}"]
     t = d["targets"]
     if t is not None:
         def verdict(ok: bool) -> str:

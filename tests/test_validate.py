@@ -317,13 +317,62 @@ def test_pcie_cards_tp_traffic_crosses_pcie_and_the_ablation_restores_the_old_li
     assert m["decode_step.scale_out_bw_s"] == 0.0 and m["decode_step.scale_up_bw_s"] > 0.0
 
 
-def test_request_waves_cap_the_batch_at_the_benchmarks_requests():
-    """Mixtral FP8 on 8 H200 at 128/4096 would hold ~3600 sequences; the benchmark has 1500."""
-    r = row(model="mixtral-8x7b", gpu="h200-sxm", num_gpus=8, tp=8, isl=128, osl=4096)
+OVERVIEW = "arthurrasmusson/TensorRT-LLM@e00d4e6564921307dd264b61fe1d46f116095e0e:docs/source/performance/perf-overview.md"
+
+
+def test_request_count_comes_from_the_csv_column_or_the_rows_benchmark(tmp_path):
+    """The overview ran 1500 requests at 128/4096 and 30000 at 128/128 ("Preparing a Dataset");
+    a num_requests column wins; an unknown source has no count."""
+    base = dict(id="a", model="mixtral-8x7b", gpu="h200-sxm", num_gpus=8, tp=8, pp=1, ep=1, attention_dp=1,
+                precision="fp8", isl=128, osl=4096, concurrency="", metric="output_tokens_per_s", value=1.0,
+                unit="1/s", source=OVERVIEW)
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*HEADER, "num_requests"])
+        w.writeheader()
+        w.writerow(base)
+        w.writerow({**base, "id": "b", "osl": 128})
+        w.writerow({**base, "id": "c", "source": OVERVIEW + " (table rows 'LLaMA v3 70B')"})
+        w.writerow({**base, "id": "d", "source": "someone else's benchmark"})
+        w.writerow({**base, "id": "e", "source": "someone else's benchmark", "num_requests": "200"})
+        w.writerow({**base, "id": "f", "num_requests": "0"})
+    rows, bad = V.read_rows(path)
+    assert {r.id: r.num_requests for r in rows} == {"a": 1500, "b": 30000, "c": 1500, "d": None, "e": 200}
+    assert [b["id"] for b in bad] == ["f"]
+
+
+def test_request_limit_is_requests_per_replica_in_multiples_of_pp():
+    # 1500 requests on 8 GPUs at TP 2, PP 2: dp 2 -> 750 per replica, a multiple of PP already;
+    # 1001 requests: 501 per replica -> 502 (next multiple of PP 2)
+    assert row(num_gpus=8, tp=2, pp=2, num_requests=1500).request_limit == 750
+    assert row(num_gpus=8, tp=2, pp=2, num_requests=1001).request_limit == 502
+    assert row(num_requests=None).request_limit is None
+    assert row(num_requests=1500, concurrency=64).request_limit is None
+
+
+def test_batch_is_capped_at_the_runs_requests():
+    """Mixtral FP8 on 8 H200 at 128/4096 holds thousands of sequences; the run has 1500."""
+    r = row(model="mixtral-8x7b", gpu="h200-sxm", num_gpus=8, tp=8, isl=128, osl=4096, num_requests=1500)
+    assert V.max_batch(r, variant=V.Variant(no_request_cap=True)).batch > 1500
+    choice = V.max_batch(r)
+    assert (choice.batch, choice.bound, choice.capped) == (1500, "requests", True)
+    fp = V.footprint(r)
+    assert V.batch_from(r, fp, None, V.ENGINE_MAX_BATCH) == 1500
+    assert V.batch_from(r, fp, None, V.ENGINE_MAX_BATCH, requests=False) > 1500
+    stack = V._Stack.build([r], V._TermCache(V.MODEL), None, V.ENGINE_MAX_BATCH)
+    assert stack.batch[0] == 1500
     waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
-    plain = V._Stack.build([r], V._TermCache(V.MODEL), None, V.ENGINE_MAX_BATCH)
-    assert plain.batch[0] > V.BENCH_NUM_REQUESTS[(128, 4096)]
     assert waves.batch[0] == 1500 and waves.waves[0] == 1 and waves.tail[0] == 0
+
+
+def test_request_waves_leave_a_partial_last_wave():
+    """Llama 70B FP8 on one H100 at 1000/1000 holds ~13 sequences: 40 requests are 3 full waves
+    and a last one of 40 - 3 x 13 = 1 (with the model's batch b: 40 // b waves, 40 % b left)."""
+    r = row(model="llama-3.1-70b", num_requests=40)
+    waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
+    b = int(waves.batch[0])
+    assert 1 <= b < 40
+    assert waves.waves[0] == 40 // b and waves.tail[0] == 40 - (40 // b) * b
 
 
 def test_mixed_iteration_carries_one_osl_th_of_the_prefill():
@@ -375,7 +424,8 @@ def test_targets_judge_the_held_out_rows_overall_and_per_group():
     (5 %) meets 12 %, m|h (20 %) does not. The 50 % fit row counts for neither."""
     def row(i, gpu, err, split):
         return {"id": i, "model": "m", "gpu": gpu, "family": "f", "precision": "fp8", "tp": 1, "isl": 1,
-                "osl": 1, "batch": 1, "measured": 100.0, "predicted": 100.0 + err, "error_pct": err, "split": split}
+                "osl": 1, "concurrency": None, "num_requests": None, "batch": 1, "batch_bound": "memory",
+                "measured": 100.0, "predicted": 100.0 + err, "error_pct": err, "split": split}
 
     rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out"), row("c", "h", 20.0, "held-out"),
             row("d", "h", 50.0, "fit")]
@@ -385,6 +435,7 @@ def test_targets_judge_the_held_out_rows_overall_and_per_group():
     assert t["groups_over"]["m|h"] == pytest.approx(20.0)
     text = V.format_report(V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]))
     assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text and "1 of 2 (not met: over m|h 20.00 %)" in text
+    assert "batch set by: memory 4, no request count 4" in text
     rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out")]
     t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets()
     assert t["held_out_met"] and t["groups_met"] and t["groups_over"] == {}
@@ -397,9 +448,11 @@ def test_a_file_outside_the_split_says_so_instead_of_nan():
     """Rows of another measurements file (e.g. validation/repeat-llama3-70b.csv) have no split
     label: the report says none was fitted rather than printing a NaN held-out MAPE."""
     rows = [{"id": "x", "model": "m", "gpu": "g", "family": "f", "precision": "fp8", "tp": 1, "isl": 1, "osl": 1,
-             "batch": 1, "measured": 100.0, "predicted": 90.0, "error_pct": -10.0, "split": None}]
+             "concurrency": None, "num_requests": 1500, "batch": 1, "batch_bound": "requests", "measured": 100.0,
+             "predicted": 90.0, "error_pct": -10.0, "split": None}]
     text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
     assert "no row is in the split file" in text and "nan" not in text.lower()
+    assert "batch set by: requests 1" in text and "no request count" not in text
     rows[0]["split"] = "held-out"
     text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
     assert "held-out 10.00 %" in text

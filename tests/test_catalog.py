@@ -355,9 +355,11 @@ def test_missing_memory_reference(tmp_catalog: Path) -> None:
 
 
 def test_scale_up_kind_must_fit_domain(tmp_catalog: Path) -> None:
+    # the RTX PRO 6000 workstation card has a scale-up domain of 1 (VALIDATION.md §5.4 would give
+    # the L40S a PCIe server's domain, so it is not the fixture)
     _edit(
-        tmp_catalog / "chips" / "l40s.toml",
-        'scale_up_interconnect = "pcie-gen4-x16"',
+        tmp_catalog / "chips" / "rtx-pro-6000.toml",
+        'scale_up_interconnect = "pcie-gen5-x16"',
         'scale_up_interconnect = "nvlink4"',
     )
     with pytest.raises(InputError) as exc:

@@ -551,6 +551,9 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 
 
 # --- terms and re-composition -----------------------------------------------------------------
+#: the per-row quantities a stage step is re-composed from (``step_time``): times at efficiency 1,
+#: modelled times, counts, and one chip constant, the peak local-memory bandwidth the die's cap is
+#: a fraction of (eq. 3.21a). They travel together so that a family's rows re-compose as arrays.
 STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps",
               "memory_peak_GBps")
 

@@ -17,7 +17,7 @@ replaces the static round of §2 by that schedule and re-fits the calibration:
 Two admission policies: ``no-evict`` (a request enters when its full ISL + OSL fits) and
 ``max-util`` (it enters when its prompt fits; the newest requests are paused when the cache is
 full and recompute their context when they resume). The request counts are the performance
-rows' (``Row.num_requests``, validation/benchmark_requests.toml). Writes validation/engine_simulation.json.
+rows' (``Row.num_requests``, instances/catalog/benchmark_requests.toml). Writes validation/engine_simulation.json.
 
     python benchmarks/engine_simulation.py [--policies no-evict,max-util]
 

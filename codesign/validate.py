@@ -69,7 +69,11 @@ ENGINE_MAX_BATCH = 4096
 
 #: requests per run of each benchmark the measurements come from, by source document (an offline
 #: row's batch is at most its requests per replica; VALIDATION.md §2, §5.8)
-BENCHMARK_REQUESTS = Path(__file__).resolve().parent.parent / "validation" / "benchmark_requests.toml"
+def benchmark_requests_path() -> Path:
+    """The shipped table of benchmark request counts (installed with the catalog)."""
+    from codesign.paths import instances_dir
+
+    return instances_dir() / "catalog" / "benchmark_requests.toml"
 
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
@@ -160,7 +164,7 @@ class Row:
     unit: str = ""
     source: str = ""
     #: requests of the benchmark run (offline rows): the CSV's ``num_requests`` or, by ``source``,
-    #: BENCHMARK_REQUESTS; None if unknown
+    #: the shipped table (``benchmark_requests_path``); None if unknown
     num_requests: int | None = None
 
     @property
@@ -184,11 +188,12 @@ INT_FIELDS = ("num_gpus", "tp", "pp", "ep", "attention_dp", "isl", "osl")
 _DEFAULT_ONE = ("pp", "ep", "attention_dp")
 
 
-def read_benchmark_requests(path: str | Path = BENCHMARK_REQUESTS) -> list[tuple[str, dict[tuple[int, int], int]]]:
-    """The request counts of known benchmarks: (source prefix, {(ISL, OSL): requests}) per entry."""
+def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, dict[tuple[int, int], int]]]:
+    """The request counts of known benchmarks: (source prefix, {(ISL, OSL): requests}) per entry
+    (default: ``benchmark_requests_path()``)."""
     import tomllib
 
-    path = Path(path)
+    path = Path(path) if path is not None else benchmark_requests_path()
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -221,7 +226,7 @@ def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tu
 def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
     """Parse a measurements CSV: (typed rows, malformed rows each with its reason). An offline
     row's request count is its ``num_requests`` column or, if empty, that of its ``source`` in
-    BENCHMARK_REQUESTS."""
+    the shipped table (``benchmark_requests_path``)."""
     known = read_benchmark_requests()
     path = Path(csv_path)
     if not path.is_file():

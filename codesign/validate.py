@@ -198,8 +198,14 @@ def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, d
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read the benchmarks' request counts: {exc}", file=path) from None
+    unknown = sorted(set(data) - {"benchmark"})
+    entries = data.get("benchmark", [])
+    if unknown or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InputError("the request-count table must hold only [[benchmark]] tables", file=path,
+                         key=unknown[0] if unknown else "benchmark",
+                         expected='[[benchmark]] source = "owner/repo@commit:path", num_requests = { "ISL/OSL" = n }')
     out = []
-    for i, entry in enumerate(data.get("benchmark", [])):
+    for i, entry in enumerate(entries):
         key = f"benchmark[{i}]"
         source, table = entry.get("source"), entry.get("num_requests")
         if not isinstance(source, str) or not source or not isinstance(table, dict):
@@ -208,7 +214,8 @@ def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, d
         counts: dict[tuple[int, int], int] = {}
         for lengths, n in table.items():
             parts = lengths.split("/")
-            if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not isinstance(n, int) or n < 1:
+            if (len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not isinstance(n, int)
+                    or isinstance(n, bool) or n < 1):
                 raise InputError("malformed request count", file=path, key=f"{key}.num_requests.{lengths}", value=n,
                                  expected='"ISL/OSL" = a positive integer, e.g. "128/128" = 30000')
             counts[(int(parts[0]), int(parts[1]))] = n
@@ -217,9 +224,10 @@ def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, d
 
 
 def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tuple[int, int], int]]]) -> int | None:
-    for prefix, counts in known:
-        if source.startswith(prefix):
-            return counts.get((isl, osl))
+    """The count of the longest source prefix that lists (ISL, OSL); None if none does."""
+    for prefix, counts in sorted(known, key=lambda e: -len(e[0])):
+        if source.startswith(prefix) and (isl, osl) in counts:
+            return counts[(isl, osl)]
     return None
 
 
@@ -1529,8 +1537,8 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
     for k, g in d["groups"].items():
         held = f"{g['held_out_mape_pct']:10.2f}" if labelled else f"{'-':>10s}"
         lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {held}")
-    bounds = ", ".join(f"{k} {n}" for k, n in d["batch_bounds"].items())
-    lines += ["", f"batch set by: {bounds}"]
+    if d["batch_bounds"]:
+        lines += ["", "batch set by: " + ", ".join(f"{k} {n}" for k, n in d["batch_bounds"].items())]
     t = d["targets"]
     if t is not None:
         def verdict(ok: bool) -> str:

@@ -341,6 +341,28 @@ def test_request_count_comes_from_the_csv_column_or_the_rows_benchmark(tmp_path)
     assert [b["id"] for b in bad] == ["f"]
 
 
+@pytest.mark.parametrize("text", [
+    'benchmark = 3',
+    '[[benchmarks]]\nsource = "x"\nnum_requests = { "1/1" = 2 }',
+    '[[benchmark]]\nsource = "x"\nnum_requests = { "1/1" = true }',
+    '[[benchmark]]\nsource = "x"\nnum_requests = { "1-1" = 2 }',
+    '[[benchmark]]\nnum_requests = { "1/1" = 2 }',
+])
+def test_a_malformed_request_table_is_an_input_error(tmp_path, text):
+    path = tmp_path / "requests.toml"
+    path.write_text(text)
+    with pytest.raises(V.InputError) as exc:
+        V.read_benchmark_requests(path)
+    assert exc.value.file == str(path)
+
+
+def test_the_longest_source_prefix_that_lists_the_lengths_wins():
+    known = [("repo@c:", {(1, 1): 10}), ("repo@c:doc.md", {(2, 2): 20})]
+    assert V._requests_of("repo@c:doc.md", 2, 2, known) == 20
+    assert V._requests_of("repo@c:doc.md", 1, 1, known) == 10  # the specific entry lacks 1/1
+    assert V._requests_of("other", 1, 1, known) is None
+
+
 def test_request_limit_is_requests_per_replica_in_multiples_of_pp():
     # 1500 requests on 8 GPUs at TP 2, PP 2: dp 2 -> 750 per replica, a multiple of PP already;
     # 1001 requests: 501 per replica -> 502 (next multiple of PP 2)
@@ -371,8 +393,23 @@ def test_request_waves_leave_a_partial_last_wave():
     r = row(model="llama-3.1-70b", num_requests=40)
     waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
     b = int(waves.batch[0])
+    assert b == V.max_batch(row(model="llama-3.1-70b")).batch  # the memory batch, below 40 requests
     assert 1 <= b < 40
     assert waves.waves[0] == 40 // b and waves.tail[0] == 40 - (40 // b) * b
+    assert 0 < waves.tail[0] < b and waves.waves[0] * b + waves.tail[0] == 40
+
+
+def test_ring_allreduce_switch_moves_tp8_all_reduces_out_of_the_switch_and_is_undone():
+    """Llama 70B at TP 8 on H200s: in the switch the all-reduces cost 0.82/0.61 = 1.344 M in ring
+    units, in a ring 2 (8 - 1) / 8 = 1.75 M; the logits all-gather (a ring either way) adds the
+    same to both, so the ring's link bytes are larger; the module switch is restored on exit."""
+    from codesign.model import network
+
+    r = row(model="llama-3.1-70b", gpu="h200-sxm", num_gpus=8, tp=8)
+    switch = V.row_terms(r, 64).decode["net_bw"]
+    ring = V.row_terms(r, 64, V.Variant(ring_allreduce=True)).decode["net_bw"]
+    assert ring > switch
+    assert network.IN_SWITCH_MIN_RANKS == 5
 
 
 def test_mixed_iteration_carries_one_osl_th_of_the_prefill():

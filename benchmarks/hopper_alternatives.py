@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 from codesign import validate as V
 from codesign.jsonio import write_json_atomic
-from codesign.model import network
 
 OUT = V.REPO_ROOT / "validation" / "hopper_alternatives.json"
 #: Llama 3.1 405B and Mixtral 8x22B from the same overview, never fitted (VALIDATION.md §6.2)
@@ -69,58 +68,47 @@ def _activations(k: float) -> Callable[[V.Row, int, V.RowTerms], None]:
 
 
 _ORIGINAL_TERMS = V.row_terms
-_ORIGINAL_BATCH = V.batch_from
-_IN_SWITCH_MIN_RANKS = network.IN_SWITCH_MIN_RANKS
 
 
 @contextmanager
-def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None, no_request_cap: bool = False,
-            ring: bool = False) -> Iterator[None]:
-    """The validator with ``change`` applied to every row's terms (the batch not capped at the
-    request count if ``no_request_cap``; every all-reduce in a ring if ``ring``); restored on exit."""
+def patched(change: Callable[[V.Row, int, V.RowTerms], None] | None) -> Iterator[None]:
+    """The validator with ``change`` applied to every row's terms; restored on exit."""
     def terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
         t = _ORIGINAL_TERMS(row, batch, variant)
         if change is not None:
             change(row, batch, t)
         return t
 
-    def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None,
-                   requests: bool = True) -> int:
-        return _ORIGINAL_BATCH(row, fp, mem, cap, requests=False)
-
     V.row_terms = terms
-    if no_request_cap:
-        V.batch_from = batch_from
-    if ring:
-        network.IN_SWITCH_MIN_RANKS = math.inf
     try:
         yield
     finally:
-        V.row_terms, V.batch_from = _ORIGINAL_TERMS, _ORIGINAL_BATCH
-        network.IN_SWITCH_MIN_RANKS = _IN_SWITCH_MIN_RANKS
+        V.row_terms = _ORIGINAL_TERMS
 
 
 class Alternative(NamedTuple):
+    #: a change to every row's calibration-free terms
     change: Callable[[V.Row, int, V.RowTerms], None] | None = None
-    no_request_cap: bool = False
-    ring: bool = False
+    #: the validation's own ablation switches (``ring_allreduce``, ``no_request_cap``)
+    variant: V.Variant = V.MODEL
 
 
 ALTERNATIVES: dict[str, Alternative] = {
     "model": Alternative(),
-    "ring": Alternative(ring=True),
+    "ring": Alternative(variant=V.Variant("ring", ring_allreduce=True)),
     **{f"per-call-{us}us": Alternative(_per_call(us)) for us in (10, 20, 40)},
     "log2-steps": Alternative(_log2_steps),
     **{f"activations-x{k}": Alternative(_activations(k)) for k in (0.5, 0.75)},
-    "no-request-cap": Alternative(no_request_cap=True),
+    "no-request-cap": Alternative(variant=V.Variant("no-request-cap", no_request_cap=True)),
 }
 
 
-def check_mape(rows: list[V.Row], footprints: list[V.Footprint], params: dict[str, float]) -> tuple[float, float]:
+def check_mape(rows: list[V.Row], footprints: list[V.Footprint], params: dict[str, float],
+               variant: V.Variant = V.MODEL) -> tuple[float, float]:
     """(MAPE, bias) in % of ``rows`` (hopper chips, never fitted; ``footprints`` theirs) predicted
-    with the fitted ``params``, through the validator as currently patched: the batch by the engine
-    rule at the fitted reserve (``batch_from``), the step terms (``row_terms``) re-composed at
-    ``params``."""
+    with the fitted ``params``, through the validator as currently patched and ``variant``: the
+    batch by the engine rule at the fitted reserve (``batch_from``), the step terms (``row_terms``)
+    re-composed at ``params``."""
     from codesign.model.hardware import calibration_for, kv_cache_free_fraction
 
     mem = {"usable_memory_fraction": params["usable_memory_fraction"],
@@ -128,8 +116,8 @@ def check_mape(rows: list[V.Row], footprints: list[V.Footprint], params: dict[st
     errors = []
     for r, fp in zip(rows, footprints, strict=True):
         cal = {**calibration_for(r.gpu).model_dump(), **params}
-        b = V.batch_from(r, fp, mem, V.ENGINE_MAX_BATCH)
-        errors.append(100.0 * (V.recompose(V.row_terms(r, b), cal) / r.value - 1.0))
+        b = V.batch_from(r, fp, mem, V.ENGINE_MAX_BATCH, requests=not variant.no_request_cap)
+        errors.append(100.0 * (V.recompose(V.row_terms(r, b, variant), cal) / r.value - 1.0))
     return V.mape(errors), sum(errors) / len(errors)
 
 
@@ -145,9 +133,10 @@ def main() -> None:
     check_footprints = [V.footprint(r) for r in check_rows]  # the same under every alternative
     result: dict[str, dict] = {}
     for name, alt in ALTERNATIVES.items():
-        with patched(*alt):
-            fit = V.fit_calibration(args.csv, V.DEFAULT_SPLIT, families=[FAMILY], pooled=False)[FAMILY]
-            check, bias = check_mape(check_rows, check_footprints, fit["params"])
+        with patched(alt.change):
+            fit = V.fit_calibration(args.csv, V.DEFAULT_SPLIT, families=[FAMILY], pooled=False,
+                                    variant=alt.variant)[FAMILY]
+            check, bias = check_mape(check_rows, check_footprints, fit["params"], alt.variant)
         result[name] = {k: fit[k] for k in ("params", "fit_mape_pct", "held_out_mape_pct", "n_held_out")}
         result[name].update({"check_mape_pct": check, "check_bias_pct": bias, "n_check": len(check_rows)})
         print(f"{name:22s} held-out {fit['held_out_mape_pct']:.2f} %  fit {fit['fit_mape_pct']:.2f} %  "

@@ -220,12 +220,13 @@ def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, d
                                  expected='"ISL/OSL" = a positive integer, e.g. "128/128" = 30000')
             counts[(int(parts[0]), int(parts[1]))] = n
         out.append((source, counts))
-    return out
+    return sorted(out, key=lambda e: -len(e[0]))  # longest prefix first (``_requests_of``)
 
 
 def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tuple[int, int], int]]]) -> int | None:
-    """The count of the longest source prefix that lists (ISL, OSL); None if none does."""
-    for prefix, counts in sorted(known, key=lambda e: -len(e[0])):
+    """The count of the longest source prefix that lists (ISL, OSL) (``known`` longest first, as
+    ``read_benchmark_requests`` returns it); None if none does."""
+    for prefix, counts in known:
         if source.startswith(prefix) and (isl, osl) in counts:
             return counts[(isl, osl)]
     return None
@@ -530,10 +531,6 @@ class BatchChoice:
     #: or "requests" (the run has no more requests per replica)
     bound: str = "memory"
     reason: str = ""
-
-    @property
-    def capped(self) -> bool:
-        return self.bound != "memory"
 
 
 def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = MODEL) -> BatchChoice:
@@ -856,7 +853,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         "precision": row.precision, "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
         "measured": row.value, "num_requests": row.num_requests,
-        "batch": choice.batch, "batch_capped": choice.capped, "batch_bound": choice.bound,
+        "batch": choice.batch, "batch_bound": choice.bound,
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")

@@ -83,14 +83,14 @@ def test_the_ring_alternative_undoes_the_in_switch_all_reduce_at_tp_8_only():
     """Llama 70B decode at batch 8 on H100: 160 all-reduces of M = 8 x 8192 x 2 = 131,072 B and the
     logits all-gather, 7/8 x 8 x 128256 x 2 = 1,795,584 B. The model reduces the all-reduces of
     TP 8 in the NVSwitch at 0.82/0.61 M each (eq. 3.17a); the ``ring`` alternative sends the
-    ring's 2 x 7/8 M. At TP 4 both are the ring. The patch is undone on exit."""
+    ring's 2 x 7/8 M. At TP 4 both are the ring. The module setting is restored after each
+    evaluation (``validate.model_switches``)."""
     from codesign.model import network
 
     M, logits = 8 * 8192 * 2, 7 / 8 * 8 * 128256 * 2
     for tp, ratio in ((8, (160 * 1.75 * M + logits) / (160 * 0.82 / 0.61 * M + logits)), (4, 1.0)):
         r = row(f"t{tp}", "h100-sxm", tp)
         model = V.row_terms(r, 8).decode["net_bw"]
-        with hopper_alternatives.patched(*hopper_alternatives.ALTERNATIVES["ring"]):
-            ring = V.row_terms(r, 8).decode["net_bw"]
+        ring = V.row_terms(r, 8, hopper_alternatives.ALTERNATIVES["ring"].variant).decode["net_bw"]
         assert model > 0 and ring == pytest.approx(model * ratio, rel=1e-12)
     assert network.IN_SWITCH_MIN_RANKS == 5

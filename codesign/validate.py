@@ -166,6 +166,8 @@ class Row:
     #: requests of the benchmark run (offline rows): the CSV's ``num_requests`` or, by ``source``,
     #: the shipped table (``benchmark_requests_path``); None if unknown
     num_requests: int | None = None
+    #: precision of the KV cache: the CSV's ``kv_precision`` or the engine's rule (``engine_kv_precision``)
+    kv_precision: str = ""
 
     @property
     def dp(self) -> int:
@@ -186,6 +188,27 @@ class Row:
 
 INT_FIELDS = ("num_gpus", "tp", "pp", "ep", "attention_dp", "isl", "osl")
 _DEFAULT_ONE = ("pp", "ep", "attention_dp")
+#: weight precisions whose checkpoints the benchmark engine serves with an FP8 KV cache:
+#: trtllm-bench forces the KV cache to FP8 for FP8 and NVFP4 quantisation
+#: (tensorrt_llm/bench/build/build.py: "If the quantization is NVFP4 or FP8, force the KV cache
+#: dtype to FP8"); every other precision keeps the KV cache in the weights' precision
+FP8_KV_PRECISIONS = ("fp8", "fp4")
+
+
+def engine_kv_precision(precision: str) -> str:
+    """KV-cache precision of a row without a ``kv_precision`` column (``FP8_KV_PRECISIONS``)."""
+    return "fp8" if precision in FP8_KV_PRECISIONS else precision
+
+
+def _int_field(raw: dict[str, Any], key: str) -> int:
+    """An integer column (empty: 1 for pp, ep and attention_dp); a clear error otherwise."""
+    text = str(raw.get(key) or "").strip()
+    if not text and key in _DEFAULT_ONE:
+        return 1
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"column {key}: {text!r} is not an integer") from None
 
 
 def read_benchmark_requests(path: str | Path | None = None) -> list[tuple[str, dict[tuple[int, int], int]]]:
@@ -253,10 +276,9 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
         for i, raw in enumerate(reader):
             rid = (raw.get("id") or "").strip() or f"line{i + 2}"
             try:
-                ints = {}
-                for k in INT_FIELDS:
-                    text = str(raw.get(k) or "").strip()
-                    ints[k] = int(text) if text else (1 if k in _DEFAULT_ONE else int(text))
+                ints = {k: _int_field(raw, k) for k in INT_FIELDS}
+                precision = str(raw.get("precision") or "").strip()
+                kv_precision = str(raw.get("kv_precision") or "").strip() or engine_kv_precision(precision)
                 conc = str(raw.get("concurrency") or "").strip()
                 reqs = str(raw.get("num_requests") or "").strip()
                 source = str(raw.get("source") or "").strip()
@@ -266,7 +288,7 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                 rows.append(
                     Row(
                         id=rid, model=str(raw["model"]).strip(), gpu=str(raw["gpu"]).strip(),
-                        precision=str(raw.get("precision") or "").strip(), metric=str(raw["metric"]).strip(),
+                        precision=precision, kv_precision=kv_precision, metric=str(raw["metric"]).strip(),
                         value=float(raw["value"]), concurrency=int(conc) if conc else None,
                         unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req, **ints,
                     )
@@ -405,6 +427,7 @@ def row_instance(row: Row, batch: int, variant: Variant = MODEL):
                 "name": "main",
                 "workload": row.model,
                 "precision": row.precision,
+                "kv_precision": row.kv_precision or engine_kv_precision(row.precision),
                 "phase": "both",
                 "input_tokens": row.isl,
                 "output_tokens": row.osl,
@@ -449,6 +472,8 @@ def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
         return f"unknown chip {row.gpu!r}" + (f" ({exc.suggestion})" if exc.suggestion else "")
     if row.precision not in BYTES_PER_ELEMENT:
         return f"unknown precision {row.precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
+    if row.kv_precision and row.kv_precision not in BYTES_PER_ELEMENT:
+        return f"unknown kv_precision {row.kv_precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
     if row.attention_dp > 1:
         return f"attention_dp = {row.attention_dp}: attention data parallelism is not modelled"
     if min(row.num_gpus, row.tp, row.pp, row.ep) < 1 or min(row.isl, row.osl) < 1:

@@ -10,6 +10,7 @@ Hand-derived figures used below:
     FP8 weights               body + final norm at 1 B, embedding + LM head at 2 B (16 bit):
                               6,979,588,096 + 2 x 1,050,673,152 = 9,080,934,400 B
     FP8 KV per token          32 layers x 2 (K, V) x 8 KV heads x 128 x 1 B = 65,536 B
+                              (FP16: 131,072 B; an FP4 checkpoint's cache is FP8 under trtllm-bench)
     one 1000/1000 sequence    2000 x 65,536 = 131,072,000 B
     H100 72 GiB               80 x 2^30 - 8 x 2^30 = 77,309,411,328 B (= 80 GiB x 0.90)
     engine rule, R = 8 GiB    KV <= 0.9 x (77,309,411,328 - 9,080,934,400) = 61,405,629,235.2 B
@@ -709,6 +710,27 @@ def test_the_fit_finds_the_cap_of_one_die_on_two_memories(tmp_path):
     assert ablated["hopper"]["fit_mape_pct"] > res["hopper"]["fit_mape_pct"]
 
 
+def test_the_kv_cache_precision_is_the_engines_rule_unless_the_csv_says(tmp_path):
+    """trtllm-bench serves FP8 and NVFP4 checkpoints with an FP8 KV cache (65,536 B per token of
+    Llama 8B), 16-bit checkpoints with a 16-bit one (131,072 B); a kv_precision column wins."""
+    assert V.footprint(row(precision="fp4")).kv_per_sequence_B == KV_SEQ_8B_FP8_2000
+    assert V.footprint(row(precision="fp16")).kv_per_sequence_B == 2 * KV_SEQ_8B_FP8_2000
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*HEADER, "kv_precision"])
+        w.writeheader()
+        w.writerow(csv_row("a", precision="fp4"))
+        w.writerow(csv_row("b", precision="fp8", kv_precision="fp16"))
+        w.writerow(csv_row("c", precision="fp8", kv_precision="fp7"))
+        w.writerow(csv_row("d", tp="two"))
+    rows, bad = V.read_rows(path)
+    by = {r.id: r for r in rows}
+    assert {i: r.kv_precision for i, r in by.items()} == {"a": "fp8", "b": "fp16", "c": "fp7"}
+    assert V.footprint(by["b"]).kv_per_sequence_B == 2 * KV_SEQ_8B_FP8_2000
+    assert "kv_precision 'fp7'" in V.skip_reason(by["c"])
+    assert bad == [{"id": "d", "reason": "malformed row: column tp: 'two' is not an integer"}]
+
+
 def test_the_never_fitted_check_files_map_to_the_catalog():
     """Every row of the check files VALIDATION.md reports (§5.8, §5.9, §6.2) maps to a catalog
     workload and chip and a supported metric: none is skipped, none is in the split."""
@@ -721,3 +743,12 @@ def test_the_never_fitted_check_files_map_to_the_catalog():
         assert not any(r.id in labels for r in rows), name
     models = {r.model for r in V.read_rows(repo / "validation" / "other-models.csv")[0]}
     assert models == {"llama-3.1-405b", "mixtral-8x22b"}
+    # the v1.0 overview (§6.3): 328 rows; the MoE rows on more than one GPU per replica ran with
+    # attention DP (the overview's MoE command), which the model does not describe, and only they
+    # are skipped
+    rows, bad = V.read_rows(repo / "validation" / "trtllm-1.0-overview.csv")
+    assert not bad and len(rows) == 328
+    assert not any(r.id in labels for r in rows)
+    skipped = {r.id for r in rows if V.skip_reason(r) is not None}
+    assert skipped == {r.id for r in rows if r.attention_dp > 1}
+    assert len(skipped) == 132

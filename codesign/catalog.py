@@ -120,6 +120,9 @@ class Chip(CatalogEntry):
     scale_out_interconnect: str = Field(min_length=1)
     scale_out_bandwidth_GBps_per_direction: float = Field(gt=0)
     host_link_bandwidth_GBps_per_direction: float = Field(gt=0)
+    #: other names of this chip in measurement files (nvidia-smi's, a product name), read as this
+    #: id by :func:`resolve_chip` (``codesign.names``)
+    aliases: list[str] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
 
     @field_validator("peak_dense_TFLOPS")
@@ -413,6 +416,14 @@ def _load(model: type[E], kind: str, id_or_path: str | Path) -> E:
 def load_chip(id_or_path: str | Path) -> Chip:
     """A chip by catalog id (``h100-sxm``) or path to a chip TOML file."""
     return _load(Chip, "chips", id_or_path)
+
+
+def resolve_chip(name: str) -> str | None:
+    """The chip id ``name`` stands for: the id itself or one of a chip's ``aliases``, compared
+    after ``codesign.names.normalized_name``; None if it names no chip or more than one."""
+    from codesign.names import resolve_name
+
+    return resolve_name(name, {cid: load_chip(cid).aliases for cid in list_ids("chips")})
 
 
 def load_memory(id_or_path: str | Path) -> MemoryTechnology:

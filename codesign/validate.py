@@ -168,6 +168,9 @@ class Row:
     num_requests: int | None = None
     #: precision of the KV cache: the CSV's ``kv_precision`` or the engine's rule (``engine_kv_precision``)
     kv_precision: str = ""
+    #: the file's own names where they differ from the catalog ids read for them
+    #: (``resolve_names``), e.g. ``{"model": "meta-llama/Llama-3.1-70B-Instruct"}``
+    named_as: tuple[tuple[str, str], ...] = ()
 
     @property
     def dp(self) -> int:
@@ -198,6 +201,26 @@ FP8_KV_PRECISIONS = ("fp8", "fp4")
 def engine_kv_precision(precision: str) -> str:
     """KV-cache precision of a row without a ``kv_precision`` column (``FP8_KV_PRECISIONS``)."""
     return "fp8" if precision in FP8_KV_PRECISIONS else precision
+
+
+#: other spellings of the precisions in measurement files (NVFP4 is the 4-bit format the catalog's
+#: fp4 figures describe; MXFP4 weight-only checkpoints are not read as fp4: their math is 16 bit)
+PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8",
+                     "fp8_e4m3": "fp8", "e4m3": "fp8", "nvfp4": "fp4"}
+
+
+def resolve_names(model: str, gpu: str, precision: str) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:
+    """A row's model, chip and precision as catalog ids (``resolve_workload``, ``resolve_chip``,
+    ``PRECISION_ALIASES``), and the names that were read as something else. A name that resolves
+    to nothing is kept as written (``skip_reason`` then says why)."""
+    from codesign.catalog import resolve_chip
+    from codesign.model.workload import resolve_workload
+
+    ids = (resolve_workload(model) or model, resolve_chip(gpu) or gpu,
+           PRECISION_ALIASES.get(precision.lower(), precision.lower()) if precision else precision)
+    given = (model, gpu, precision)
+    renamed = tuple((k, g) for k, g, i in zip(("model", "gpu", "precision"), given, ids, strict=True) if g != i)
+    return *ids, renamed
 
 
 def _int_field(raw: dict[str, Any], key: str) -> int:
@@ -277,8 +300,11 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
             rid = (raw.get("id") or "").strip() or f"line{i + 2}"
             try:
                 ints = {k: _int_field(raw, k) for k in INT_FIELDS}
-                precision = str(raw.get("precision") or "").strip()
-                kv_precision = str(raw.get("kv_precision") or "").strip() or engine_kv_precision(precision)
+                model, gpu, precision, named_as = resolve_names(
+                    str(raw["model"]).strip(), str(raw["gpu"]).strip(), str(raw.get("precision") or "").strip())
+                kv_text = str(raw.get("kv_precision") or "").strip()
+                kv_precision = (PRECISION_ALIASES.get(kv_text.lower(), kv_text.lower()) if kv_text
+                                else engine_kv_precision(precision))
                 conc = str(raw.get("concurrency") or "").strip()
                 reqs = str(raw.get("num_requests") or "").strip()
                 source = str(raw.get("source") or "").strip()
@@ -287,7 +313,7 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                     raise ValueError(f"num_requests must be positive, got {n_req}")
                 rows.append(
                     Row(
-                        id=rid, model=str(raw["model"]).strip(), gpu=str(raw["gpu"]).strip(),
+                        id=rid, model=model, gpu=gpu, named_as=named_as,
                         precision=precision, kv_precision=kv_precision, metric=str(raw["metric"]).strip(),
                         value=float(raw["value"]), concurrency=int(conc) if conc else None,
                         unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req, **ints,
@@ -806,6 +832,15 @@ class ValidationReport:
         return out
 
     @property
+    def names_read(self) -> dict[str, int]:
+        """``"<file's name> -> <catalog id>"``: rows, for every name the file spells otherwise."""
+        out: dict[str, int] = defaultdict(int)
+        for r in self.rows:
+            for k, given in r.get("named_as", {}).items():
+                out[f"{given} -> {r[k]}"] += 1
+        return dict(sorted(out.items()))
+
+    @property
     def batch_bounds(self) -> dict[str, int]:
         """Rows by what set their batch (memory, engine, requests, concurrency), and the offline
         rows whose request count is unknown (their batch is not capped by it)."""
@@ -852,6 +887,7 @@ class ValidationReport:
             "split_file": self.split_file,
             "groups": groups,
             "batch_bounds": self.batch_bounds,
+            "names_read": self.names_read,
             "worst": self.worst(),
             "rows": self.rows,
             "skipped": self.skipped,
@@ -937,6 +973,8 @@ def run_validation(
             continue
         rec = predict_row(r, cap=max_batch_cap, variant=variant)
         rec["split"] = labels.get(r.id, "unlisted" if labels else None)
+        if r.named_as:
+            rec["named_as"] = dict(r.named_as)
         out.append(rec)
     return ValidationReport(
         csv=str(csv_path), by=tuple(by), rows=out, skipped=skipped, variant=variant.name,
@@ -1561,6 +1599,8 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
         lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {held}")
     if d["batch_bounds"]:
         lines += ["", "batch set by: " + ", ".join(f"{k} {n}" for k, n in d["batch_bounds"].items())]
+    if d["names_read"]:
+        lines += ["", "names read as catalog ids: " + "; ".join(f"{k} ({n} row{'s' * (n != 1)})" for k, n in d["names_read"].items())]
     t = d["targets"]
     if t is not None:
         def verdict(ok: bool) -> str:

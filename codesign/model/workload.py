@@ -167,6 +167,9 @@ class Workload(Strict):
     mla: MLA | None = None
     sliding_window: PositiveInt | None = None
     sliding_window_layers: Annotated[StrictInt, Field(ge=0, validate_default=True)] = 0
+    #: checkpoint names of this architecture (Hugging Face repositories), read as this id by
+    #: :func:`resolve_workload` (``codesign.names``)
+    aliases: list[StrictStr] = Field(default_factory=list)
 
     @field_validator("num_kv_heads")
     @classmethod
@@ -245,6 +248,14 @@ class Workload(Strict):
 def list_workloads() -> list[str]:
     """Ids of the workloads in the catalog (``instances/catalog/workloads/<id>.toml``), sorted."""
     return sorted(p.stem for p in catalog_dir("workloads").glob("*.toml"))
+
+
+def resolve_workload(name: str) -> str | None:
+    """The workload id ``name`` stands for: the id itself or one of a workload's ``aliases``,
+    compared after ``codesign.names.normalized_name``; None if it names none or more than one."""
+    from codesign.names import resolve_name
+
+    return resolve_name(name, {wid: load_workload(wid).aliases for wid in list_workloads()})
 
 
 def _looks_like_path(id_or_path: str) -> bool:

@@ -1,0 +1,84 @@
+"""Names a measurement file writes for the catalog's models, chips and precisions (codesign.names)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from codesign import validate as V
+from codesign.catalog import list_ids, load_chip, resolve_chip
+from codesign.model.workload import list_workloads, load_workload, resolve_workload
+from codesign.names import alias_index, normalized_name, resolve_name
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+    ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+    ("nvidia/Llama-3.3-70B-Instruct-FP8", "llama-3.3-70b"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),  # V3 is the model, not a version tag
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+    ("Llama 3.1 8B", "llama-3.1-8b"),
+    ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+    ("AMD Instinct MI300X", "mi300x"),
+])
+def test_normalized_names(given, expected):
+    assert normalized_name(given) == expected
+
+
+def test_an_exact_id_wins_and_an_ambiguous_name_resolves_to_nothing():
+    entries = {"a-1": ["x"], "b-2": ["x"], "x": []}
+    assert resolve_name("x", entries) == "x"
+    assert resolve_name("X", entries) is None  # normalises to x, which names all three
+    assert resolve_name("A 1", entries) == "a-1"
+
+
+def test_no_catalog_name_stands_for_two_entries():
+    for entries in ({c: load_chip(c).aliases for c in list_ids("chips")},
+                    {w: load_workload(w).aliases for w in list_workloads()}):
+        clash = {k: v for k, v in alias_index(entries).items() if len(v) > 1}
+        assert not clash
+
+
+@pytest.mark.parametrize("name, chip", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H200", "h200-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA B200", "b200"), ("NVIDIA L40S", "l40s"),
+    ("AMD Instinct MI300X", "mi300x"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"),
+    ("h100", None),  # PCIe and NVL cards exist: a bare "h100" is not read as the SXM module
+])
+def test_chip_names(name, chip):
+    assert resolve_chip(name) == chip
+
+
+@pytest.mark.parametrize("name, workload", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b"),
+    ("nvidia/Llama-4-Scout-17B-16E-Instruct-FP8", "llama-4-scout"), ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+    ("openai/gpt-oss-120b", "gpt-oss-120b"), ("meta-llama/Meta-Llama-3-70B", None),
+])
+def test_workload_names(name, workload):
+    assert resolve_workload(name) == workload
+
+
+def test_a_measurement_file_in_other_names_is_read_as_catalog_ids(tmp_path):
+    path = tmp_path / "m.csv"
+    header = ["id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "attention_dp", "precision", "isl", "osl",
+              "concurrency", "metric", "value", "unit", "source"]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerow(["a", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA H100 80GB HBM3", 1, 1, 1, 1, 1, "fp8",
+                    1000, 1000, "", "output_tokens_per_s", 14108, "1/s", "x"])
+        w.writerow(["b", "llama-3.1-8b", "h100-sxm", 1, 1, 1, 1, 1, "bfloat16",
+                    1000, 1000, "", "output_tokens_per_s", 7054, "1/s", "x"])
+    rows, bad = V.read_rows(path)
+    assert not bad
+    a, b = rows
+    assert (a.model, a.gpu, a.precision) == ("llama-3.1-8b", "h100-sxm", "fp8")
+    assert dict(a.named_as) == {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "NVIDIA H100 80GB HBM3"}
+    assert (b.precision, b.kv_precision, dict(b.named_as)) == ("bf16", "bf16", {"precision": "bfloat16"})
+    report = V.run_validation(path).as_dict()
+    assert report["names_read"] == {"NVIDIA H100 80GB HBM3 -> h100-sxm": 1, "bfloat16 -> bf16": 1,
+                                    "meta-llama/Llama-3.1-8B-Instruct -> llama-3.1-8b": 1}
+    assert report["n_skipped"] == 0

@@ -31,6 +31,24 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+
+@app.callback()
+def _options(
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="calibration TOML to use instead of the shipped one (`codesign calibrate --out` writes one)")] = None,
+) -> None:
+    """Provably optimal hardware/schedule co-design for distributed LLM inference."""
+    import os
+
+    from codesign.model.hardware import CALIBRATION_ENV
+
+    if calibration is not None:
+        if not calibration.is_file():
+            err.print(f"[bold red]error:[/] calibration file not found: {escape(str(calibration))} "
+                      "(`codesign calibrate CSV --out FILE` writes one)", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT)
+        os.environ[CALIBRATION_ENV] = str(calibration.resolve())
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 BudgetOpt = Annotated[
     list[str] | None,
@@ -626,21 +644,38 @@ def validate_cmd(
 @handles_errors
 def calibrate_cmd(
     csv: Annotated[Path, typer.Argument(help="measurements CSV")],
-    split: Annotated[Path, typer.Option("--split", help="fit/held-out split JSON; only 'fit' rows are used")],
-    write: Annotated[bool, typer.Option("--write", help="write the fitted values to calibration.toml")] = False,
+    split: Annotated[Path | None, typer.Option(
+        "--split", help="fit/held-out split JSON; only 'fit' rows are used (default: every row by its id's hash)")] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="write a calibration TOML here (chips not fitted keep the calibration in use); "
+                      "use it with `codesign --calibration FILE ...`")] = None,
+    write: Annotated[bool, typer.Option("--write", help="update the shipped calibration.toml")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
     from codesign import validate as v
 
     for f in (csv, split):
-        if not f.exists():
+        if f is not None and not f.exists():
             raise InputError("file not found", file=f)
-    fitted = v.fit_calibration(csv, split, write=True if write else None)
+    if write and out_file is not None:
+        raise InputError("--write and --out are exclusive", expected="one of them: the shipped file or your own")
+    if out_file is not None and out_file.suffix != ".toml":
+        raise InputError("the calibration must be a .toml file", file=out_file)
+    if split is None and out_file is not None:
+        # the split the fit uses (every row by its id's hash), kept beside the calibration so that
+        # `codesign validate --split` reports the rows it did not see
+        split = out_file.with_suffix(".split.json")
+        v.make_split(csv, split)
+    fitted = v.fit_calibration(csv, split, write=True if write else out_file)
     if as_json:
         _emit_json(fitted)
     else:
         out.print_json(dumps(fitted))
+        if out_file is not None:
+            err.print(f"wrote {out_file} and the split it was fitted on, {split}; check it on the other rows with "
+                      f"`codesign --calibration {out_file} validate {csv} --split {split}`, then use it with "
+                      f"`codesign --calibration {out_file} solve|evaluate|certify ...`")
 
 
 GENERATORS = {

@@ -1238,7 +1238,7 @@ def _fit_family(rows: list[Row], cache: _TermCache, base: dict[str, float], how:
 
 def fit_calibration(
     csv_path: str | Path,
-    split_file: str | Path,
+    split_file: str | Path | None,
     *,
     write: str | Path | bool | None = None,
     fit_memory: bool = True,
@@ -1254,14 +1254,15 @@ def fit_calibration(
     (bounded by FIT_BOUNDS; fields in ``variant.fixed`` are held), and (``fit_memory``) the memory
     rule's free field by grid search: the runtime reserve R (``memory_rule`` "engine", u = 1, f =
     the file's ``[default]`` kv_cache_free_fraction) or the usable fraction u ("total-fraction").
-    The objective is the MAPE of the family's fit rows. Returns ``{family: {"chips", "params",
+    The objective is the MAPE of the family's fit rows; ``split_file`` None labels the rows by
+    ``split_of`` (SPLIT_METHOD), as ``make_split`` would. Returns ``{family: {"chips", "params",
     "n_fit", "fit_mape_pct", "n_held_out", "held_out_mape_pct"}}``. ``write``: True for the
     shipped calibration.toml, or a path; the family's values go to each of its chips' table.
     """
     from codesign.model.hardware import calibration_for
 
     rows, _ = read_rows(csv_path)
-    labels = read_split(split_file)
+    labels = read_split(split_file) if split_file is not None else {r.id: split_of(r.id) for r in rows}
     usable = [r for r in rows if skip_reason(r, variant) is None and r.id in labels]
     by_fam: dict[str, list[Row]] = defaultdict(list)
     for r in usable:
@@ -1314,9 +1315,10 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
 
 
 def calibration_path() -> Path:
-    from codesign.paths import instances_dir
+    """The shipped calibration file (``--write`` updates it)."""
+    from codesign.model.hardware import shipped_calibration_path
 
-    return instances_dir() / "catalog" / "calibration.toml"
+    return shipped_calibration_path()
 
 
 def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *, csv_path: str | Path | None = None,
@@ -1330,7 +1332,8 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     from codesign.model import hardware
 
     path = Path(path) if path is not None else calibration_path()
-    text0 = path.read_text() if path.exists() else ""
+    # a new file starts as a copy of the calibration in use: chips the fit does not touch keep it
+    text0 = (path if path.exists() else hardware.calibration_path()).read_text()
     data = tomllib.loads(text0)
     chips: dict[str, dict[str, float]] = dict(data.get("chips", {}))
     fam_of_chip: dict[str, str] = {}
@@ -1341,8 +1344,8 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     src = "fitted per chip family by codesign.validate.fit_calibration"
     if csv_path is not None:
         src += f" on the fit rows of {Path(csv_path).name} (sha256 {file_sha256(csv_path)[:12]})"
-    if split_file is not None:
-        src += f", split {Path(split_file).name} ({SPLIT_METHOD})"
+    src += f", split {Path(split_file).name}" if split_file is not None else ", split by row id"
+    src += f" ({SPLIT_METHOD})"
     src += ("; GPUs without measurements take one calibration fitted on every family's fit rows together; "
             "[default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
             "kv_cache_free_fraction and the stream overlap fitted for hopper (0); see VALIDATION.md")
@@ -1389,7 +1392,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    hardware.calibration_file.cache_clear()
+    hardware.forget_calibration()
     return path
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +22,7 @@ from codesign.backends import available_solvers
 from codesign.cli import app
 from codesign.instance import instance_from_data, load_instance
 from codesign.model.evaluate import evaluate
-from codesign.solve import check_solution, cross_check, solve_instance
+from codesign.solve import _provenance, check_solution, cross_check, solve_instance
 from codesign.space import brute_force, space_size
 
 SOLVERS = available_solvers()
@@ -246,3 +247,39 @@ def test_git_revision_asked_once_per_process(monkeypatch):
     assert solve_mod.git_revision() == first
     assert len(calls) == 1
     solve_mod.git_revision.cache_clear()
+
+
+def test_a_solution_records_its_calibration_and_a_check_under_another_says_so(tmp_path, monkeypatch):
+    """Solutions carry the calibration they were solved under (path and sha256); re-checked under
+    another one whose numbers move the objective, the failure names the recorded calibration."""
+    import hashlib
+    import re
+
+    from codesign.model import hardware
+
+    monkeypatch.delenv(hardware.CALIBRATION_ENV, raising=False)
+    prov = _provenance()
+    assert prov["calibration"] == "shipped"
+    assert prov["calibration_sha256"] == hashlib.sha256(hardware.shipped_calibration_path().read_bytes()).hexdigest()
+
+    repo = Path(__file__).resolve().parent.parent
+    data = json.loads((repo / "solutions" / "dgx-llama70b-chip-choice.json").read_text())
+    data["provenance"].update(calibration="shipped", calibration_sha256=prov["calibration_sha256"])
+    sol = tmp_path / "sol.json"
+    sol.write_text(json.dumps(data))
+    assert check_solution(sol)["ok"]
+
+    chip = data["design"]["chip"]
+    text = hardware.shipped_calibration_path().read_text()
+    table = re.search(rf"\[chips\.{re.escape(chip)}\][^\[]*", text).group(0)
+    slower = re.sub(r"memory_efficiency = ([0-9.]+)", lambda m: f"memory_efficiency = {float(m.group(1)) * 0.8}", table, count=1)
+    other = tmp_path / "other.toml"
+    other.write_text(text.replace(table, slower))
+    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(other))
+    try:
+        report = check_solution(sol)
+    finally:
+        monkeypatch.delenv(hardware.CALIBRATION_ENV)
+        hardware.forget_calibration()
+    assert not report["ok"]
+    assert "solved under calibration shipped" in report["message"]

@@ -752,3 +752,45 @@ def test_the_never_fitted_check_files_map_to_the_catalog():
     skipped = {r.id for r in rows if V.skip_reason(r) is not None}
     assert skipped == {r.id for r in rows if r.attention_dp > 1}
     assert len(skipped) == 132
+
+
+def test_a_users_calibration_file_is_written_apart_and_used_by_the_cli(tmp_path, monkeypatch):
+    """`calibrate --out` writes a calibration beside the shipped one (whose bytes stay) with the
+    fitted family's values and every other chip's as in use; `codesign --calibration FILE` makes
+    every command read it; a missing file is bad input (exit 2)."""
+    from typer.testing import CliRunner
+
+    from codesign.cli import app
+    from codesign.model import hardware
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    monkeypatch.delenv(hardware.CALIBRATION_ENV, raising=False)
+    shipped = V.calibration_path().read_bytes()
+    rows = []
+    for i, (isl, osl) in enumerate([(128, 2048), (500, 2000), (1000, 1000), (2048, 2048), (128, 4096), (20000, 2000)]):
+        r = row(id=f"s{i}", gpu="l40s", isl=isl, osl=osl)
+        rows.append(csv_row(r.id, gpu="l40s", isl=isl, osl=osl, value=0.8 * V.predict_row(r)["predicted"]))
+    path = write_csv(tmp_path / "m.csv", rows)
+    (tmp_path / "all.json").write_text(json.dumps({"fit": [r["id"] for r in rows], "held_out": []}))
+    mine = tmp_path / "mine.toml"
+    res = V.fit_calibration(path, tmp_path / "all.json", fit_memory=False, write=mine)
+    assert V.calibration_path().read_bytes() == shipped
+    written = CalibrationFile.model_validate(load_toml(mine))
+    assert written.chips["l40s"]["memory_efficiency"] == res["ada"]["params"]["memory_efficiency"]
+    assert written.chips["h100-sxm"] == CalibrationFile.model_validate(load_toml(V.calibration_path())).chips["h100-sxm"]
+
+    runner = CliRunner()
+    try:
+        got = runner.invoke(app, ["--calibration", str(mine), "validate", str(path), "--json"])
+        assert got.exit_code == 0, got.output
+        report = json.loads(got.stdout)
+        assert report["calibration"]["l40s"]["memory_efficiency"] == res["ada"]["params"]["memory_efficiency"]
+        assert report["mape_pct"] < 1.0  # the 20 % slower 'measurements' are what the fit saw
+    finally:
+        monkeypatch.delenv(hardware.CALIBRATION_ENV, raising=False)
+        hardware.forget_calibration()
+    missing = runner.invoke(app, ["--calibration", str(tmp_path / "nope.toml"), "validate", str(path)])
+    assert missing.exit_code == 2 and "calibration file not found" in missing.output
+    both = runner.invoke(app, ["calibrate", str(path), "--write", "--out", str(mine)])
+    assert both.exit_code == 2 and "exclusive" in both.output

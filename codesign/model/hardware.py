@@ -178,10 +178,43 @@ class CalibrationFile(Strict):
         return v
 
 
+#: environment variable naming a calibration file to use instead of the shipped one (set by the
+#: CLI's ``--calibration``; ``codesign calibrate --out`` writes such files)
+CALIBRATION_ENV = "CODESIGN_CALIBRATION"
+
+
+def shipped_calibration_path() -> Path:
+    """The calibration the package ships (``instances/catalog/calibration.toml``)."""
+    return instances_dir() / "catalog" / "calibration.toml"
+
+
+def calibration_path() -> Path:
+    """The calibration in use: the file ``$CODESIGN_CALIBRATION`` names, else the shipped one."""
+    import os
+
+    chosen = os.environ.get(CALIBRATION_ENV, "").strip()
+    if not chosen:
+        return shipped_calibration_path()
+    path = Path(chosen)
+    if not path.is_file():
+        raise InputError("calibration file not found", file=path, key=CALIBRATION_ENV,
+                         expected="a calibration TOML (`codesign calibrate CSV --out FILE` writes one)")
+    return path
+
+
 @cache
-def calibration_file() -> CalibrationFile:
-    path = instances_dir() / "catalog" / "calibration.toml"
+def _load_calibration(path: Path) -> CalibrationFile:
     return validate(CalibrationFile, load_toml(path), file=path)
+
+
+def calibration_file() -> CalibrationFile:
+    """The calibration in use (:func:`calibration_path`), read once per file."""
+    return _load_calibration(calibration_path())
+
+
+def forget_calibration() -> None:
+    """Drop the calibrations read so far (after a file was rewritten)."""
+    _load_calibration.cache_clear()
 
 
 def kv_cache_free_fraction() -> float:

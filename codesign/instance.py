@@ -51,7 +51,11 @@ SCHEDULE_DECISIONS: dict[str, type] = {
     "batch": int,  # sequences in flight per model replica
     "weights_tier": str,  # "local" | "pooled": where the weights live
     "kv_tier": str,  # "local" | "pooled": where the KV cache lives
+    "attention_dp": bool,  # attention data-parallel over the TP group (model.md §4.8); optional
 }
+#: schedule decisions that exist only where a workload gives them a domain (older instances, their
+#: stored designs and the formulations stay as they were)
+OPTIONAL_SCHEDULE_DECISIONS = ("attention_dp",)
 
 #: Hardware decisions (shared by every workload) per hardware family.
 HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
@@ -109,6 +113,8 @@ def _domain_problem(dom: Any, typ: type) -> tuple[str, Any] | None:
             return "expected positive numbers", x
         if typ is str and not isinstance(x, str):
             return "expected strings", x
+        if typ is bool and not isinstance(x, bool):
+            return "expected true or false", x
     return None
 
 
@@ -262,6 +268,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "batch": 1,
     "weights_tier": "local",
     "kv_tier": "local",
+    "attention_dp": False,
 }
 
 
@@ -327,6 +334,8 @@ class Instance:
         w = next(x for x in self.workloads if x.name == workload)
         out = []
         for key in SCHEDULE_DECISIONS:
+            if key in OPTIONAL_SCHEDULE_DECISIONS and key not in w.decisions:
+                continue
             dom = tuple(w.decisions.get(key, [SCHEDULE_DEFAULTS[key]]))
             out.append(Decision(self.qualify(workload, key), key, workload, dom))
         return out

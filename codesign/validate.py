@@ -177,13 +177,24 @@ class Row:
         return self.num_gpus // (self.tp * self.pp)
 
     @property
+    def attention_dp_on(self) -> bool:
+        """Attention data-parallel over the whole TP group (model.md §4.8)."""
+        return self.attention_dp > 1 and self.attention_dp == self.tp
+
+    @property
+    def batch_step(self) -> int:
+        """Granularity of a replica's batch: one sequence per stage (PP), and with attention DP
+        one per stage and attention rank (TP x PP)."""
+        return self.pp * (self.tp if self.attention_dp_on else 1)
+
+    @property
     def request_limit(self) -> int | None:
         """Most sequences one replica can run at a time for lack of requests (a multiple of PP):
         the requests per replica of an offline row, None if their number is unknown or the row
         has a fixed concurrency."""
         if self.num_requests is None or self.concurrency is not None:
             return None
-        return math.ceil(math.ceil(self.num_requests / self.dp) / self.pp) * self.pp
+        return math.ceil(math.ceil(self.num_requests / self.dp) / self.batch_step) * self.batch_step
 
     def key(self, by: Sequence[str]) -> str:
         return "|".join(str(getattr(self, k)) for k in by)
@@ -457,7 +468,8 @@ def row_instance(row: Row, batch: int, variant: Variant = MODEL):
                 "phase": "both",
                 "input_tokens": row.isl,
                 "output_tokens": row.osl,
-                "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)]},
+                "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)],
+                              **({"attention_dp": [True]} if row.attention_dp_on else {})},
             }
         ],
     }
@@ -500,8 +512,9 @@ def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
         return f"unknown precision {row.precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
     if row.kv_precision and row.kv_precision not in BYTES_PER_ELEMENT:
         return f"unknown kv_precision {row.kv_precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
-    if row.attention_dp > 1:
-        return f"attention_dp = {row.attention_dp}: attention data parallelism is not modelled"
+    if row.attention_dp > 1 and not row.attention_dp_on:
+        return (f"attention_dp = {row.attention_dp} with tp = {row.tp}: attention data parallelism over part "
+                "of the TP group is not modelled (only over all of it, model.md §4.8)")
     if min(row.num_gpus, row.tp, row.pp, row.ep) < 1 or min(row.isl, row.osl) < 1:
         return "num_gpus, tp, pp, ep, isl and osl must be positive"
     if row.num_gpus % (row.tp * row.pp):
@@ -509,7 +522,8 @@ def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
     if row.concurrency is not None and row.concurrency < 1:
         return f"concurrency {row.concurrency} is not positive"
     domain = _system_of(row, variant)["scale_up_domain"]
-    probe = {"tp": row.tp, "pp": row.pp, "ep": row.ep, "batch": row.pp, "weights_tier": "local", "kv_tier": "local"}
+    probe = {"tp": row.tp, "pp": row.pp, "ep": row.ep, "batch": row.batch_step, "weights_tier": "local",
+             "kv_tier": "local", "attention_dp": row.attention_dp_on}
     why = structural_reason(w, None, row.num_gpus, False, probe, domain)  # type: ignore[arg-type]
     if why:
         return f"layout not supported by the model: {why}"
@@ -538,11 +552,11 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
     """Read the affine memory footprint off one evaluation at batch = PP."""
     from codesign.model.hardware import kv_cache_free_fraction
 
-    ev = evaluate_row(row, row.pp, variant)
+    ev = evaluate_row(row, row.batch_step, variant)
     m = ev.workload_metrics["main"]
     return Footprint(
         weights_B=m["weights_per_device_B"],
-        kv_per_sequence_B=m["kv_per_device_B"] / row.pp,
+        kv_per_sequence_B=m["kv_per_device_B"] / row.batch_step,
         raw_capacity_B=ev.metrics["raw_capacity_B"],
         usable_B=_memory_audit(ev).limit,
         kv_free_fraction=kv_cache_free_fraction(),
@@ -557,7 +571,7 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
     MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
     if row.concurrency is not None:
-        return math.ceil(math.ceil(row.concurrency / row.dp) / row.pp) * row.pp
+        return math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
     if mem is None:
         usable, f = fp.usable_B, fp.kv_free_fraction
     else:
@@ -566,9 +580,10 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
         usable = max(fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB, 0.0)
         f = mem["kv_cache_free_fraction"]
     kv = f * (usable - fp.weights_B)
-    b = math.floor(kv / fp.kv_per_sequence_B / row.pp) * row.pp if kv > 0 else 0
+    step = row.batch_step
+    b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
     if cap is not None:
-        b = min(b, max(row.pp, (cap // row.pp) * row.pp))
+        b = min(b, max(step, (cap // step) * step))
     if requests and row.request_limit is not None:
         b = min(b, row.request_limit)
     return max(b, 0)
@@ -590,21 +605,22 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
     engine's maximum batch ``cap`` or the row's requests per replica bind first (``bound``).
     ``batch == 0`` (with ``reason``) if not even PP sequences fit."""
     fp = footprint(row, variant)
+    step = row.batch_step
     b = batch_from(row, fp, None, None, requests=False)
     while b > 0 and not _memory_audit(evaluate_row(row, b, variant)).ok:
-        b -= row.pp
-    while _memory_audit(evaluate_row(row, b + row.pp, variant)).ok:
-        b += row.pp
-    if b < row.pp:
+        b -= step
+    while _memory_audit(evaluate_row(row, b + step, variant)).ok:
+        b += step
+    if b < step:
         w = fp.weights_B / 1e9
         free = max(fp.usable_B / 1e9 - w, 0)
         return BatchChoice(0, fp, reason=(
             f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {fp.usable_B / 1e9:.1f} GB "
-            f"usable; the KV cache of {row.pp} sequence(s) needs {fp.kv_per_sequence_B * row.pp / 1e9:.2f} GB "
+            f"usable; the KV cache of {step} sequence(s) needs {fp.kv_per_sequence_B * step / 1e9:.2f} GB "
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
     limits = [("memory", b)]
     if cap is not None:
-        limits.append(("engine", (cap // row.pp) * row.pp))
+        limits.append(("engine", (cap // step) * step))
     if row.request_limit is not None and not variant.no_request_cap:
         limits.append(("requests", row.request_limit))
     bound, batch = min(limits, key=lambda lim: (lim[1], lim[0] != "memory"))

@@ -418,7 +418,7 @@ def test_unknown_model_chip_metric_and_attention_dp_are_skipped_with_reasons(tmp
         csv_row("model", model="llama-9-1t"),
         csv_row("chip", gpu="h900"),
         csv_row("metric", metric="power_W"),
-        csv_row("adp", attention_dp=2, num_gpus=2, tp=2),
+        csv_row("adp", attention_dp=2, num_gpus=4, tp=4),  # over part of the TP group
         csv_row("bad", value="n/a"),
     ])
     rep = V.run_validation(path, split_file=None)
@@ -743,15 +743,14 @@ def test_the_never_fitted_check_files_map_to_the_catalog():
         assert not any(r.id in labels for r in rows), name
     models = {r.model for r in V.read_rows(repo / "validation" / "other-models.csv")[0]}
     assert models == {"llama-3.1-405b", "mixtral-8x22b"}
-    # the v1.0 overview (§6.3): 328 rows; the MoE rows on more than one GPU per replica ran with
-    # attention DP (the overview's MoE command), which the model does not describe, and only they
-    # are skipped
+    # the v1.0 overview (§6.3): 328 rows, none skipped; the 132 MoE rows on more than one GPU per
+    # replica ran with attention DP over the whole TP group (the overview's MoE command), which the
+    # model describes since §4.8
     rows, bad = V.read_rows(repo / "validation" / "trtllm-1.0-overview.csv")
     assert not bad and len(rows) == 328
     assert not any(r.id in labels for r in rows)
-    skipped = {r.id for r in rows if V.skip_reason(r) is not None}
-    assert skipped == {r.id for r in rows if r.attention_dp > 1}
-    assert len(skipped) == 132
+    assert all(V.skip_reason(r) is None for r in rows)
+    assert sum(r.attention_dp_on for r in rows) == 132
 
 
 def test_a_users_calibration_file_is_written_apart_and_used_by_the_cli(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ from codesign.model.hardware import kv_cache_free_fraction
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     Workload,
+    attention_side_elements,
     embedding_bytes_per_param,
     kv_cache_bytes,
     load_workload,
@@ -90,6 +91,7 @@ def structural_reason(
     schedule table (the MIP only sees feasible tuples).
     """
     tp, pp, ep, batch = s["tp"], s["pp"], s["ep"], s["batch"]
+    adp = bool(s.get("attention_dp", False))
     if devices % (tp * pp):
         return f"tp*pp = {tp * pp} does not divide the {devices} devices"
     if w.num_attention_heads % tp:
@@ -110,6 +112,10 @@ def structural_reason(
         return f"ep = {ep} does not divide {w.moe.num_experts} experts"
     if not has_pool and "pooled" in (s["weights_tier"], s["kv_tier"]):
         return "a pooled tier needs `system.appliance`"
+    if adp and tp == 1:
+        return "attention DP needs tp > 1 (at tp = 1 it is the plain layout)"
+    if adp and batch % (tp * pp):
+        return f"batch {batch} is not a multiple of tp x pp = {tp * pp} (attention DP: one share per rank and micro-batch)"
     return None
 
 
@@ -149,6 +155,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     tp = d["tp"].astype(float)
     pp = d["pp"].astype(float)
     batch = d["batch"].astype(float)
+    # attention data-parallel over the TP group (§4.8): 1.0 where on, else 0.0
+    adp = np.asarray(d["attention_dp"], dtype=float) if "attention_dp" in d else np.zeros_like(tp)
     devices = float(inst.system.devices)
     domain = inst.system.scale_up_domain
     dp = devices / (tp * pp)
@@ -157,7 +165,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     frac = layers_stage / w.num_layers
     w_local = (d["weights_tier"] == "local").astype(float)
     kv_local = (d["kv_tier"] == "local").astype(float)
-    shards = kv_shards(w, d["tp"])
+    # attention DP partitions the KV cache by sequence: every rank holds 1/TP of it, none twice
+    shards = np.where(adp > 0, tp, kv_shards(w, d["tp"]))
     isl, osl = spec.input_tokens, spec.output_tokens
     wb, kvb = spec.weight_bytes_per_param, spec.kv_bytes_per_element
     eb = embedding_bytes_per_param(wb)  # embedding and LM head: never below 16 bit (eq. 2.14a)
@@ -176,23 +185,35 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         flops = ((np.asarray(c.flops, dtype=float) - head_flops) * frac + head_flops) / tp
         head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
         weights_b = ((np.asarray(c.bytes_weights, dtype=float) - head_b) * frac + head_b) / tp
+        # attention DP (eq. 4.16): attention, norms, router, embedding and LM head whole on every
+        # rank; the MLPs and experts split over TP as before
+        whole = (np.asarray(c.bytes_w_attn, dtype=float) + np.asarray(c.bytes_w_norms, dtype=float)
+                 + np.asarray(c.bytes_w_router, dtype=float)) * frac + head_b
+        weights_b = weights_b + adp * whole * (1.0 - 1.0 / tp)
         kv_b = (np.asarray(c.bytes_kv_read, dtype=float) + np.asarray(c.bytes_kv_write, dtype=float)) * frac / shards
         # activations between kernels (eq. 4.5a): always in the device's own memory; the tensors
         # around the all-reduces are whole on every TP rank, the rest split over TP
-        act_b = (np.asarray(c.bytes_act_replicated, dtype=float)
-                 + np.asarray(c.bytes_act_sharded, dtype=float) / tp) * frac
+        act_rep = np.asarray(c.bytes_act_replicated, dtype=float)
+        # attention DP (eq. 4.18): the attention side of the whole-tensor traffic touches the
+        # rank's own sequences only
+        own = ACTIVATION_BYTES * micro * new * attention_side_elements(w)
+        act_rep = act_rep - adp * own * (1.0 - 1.0 / tp)
+        act_b = (act_rep + np.asarray(c.bytes_act_sharded, dtype=float) / tp) * frac
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
         # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its
         # time in ring-equivalent bytes, and the bytes it moves (for the energy)
         ar_switch_timed, ar_switch_moved = network.in_switch_allreduce(tp, domain, message)
-        per_layer = 2.0 * layers_stage * (tp > 1)
+        # two all-reduces per layer; attention DP (eq. 4.17): one all-gather before and one
+        # reduce-scatter after the MLP/MoE block instead, the bytes and steps of one all-reduce
+        per_layer = (2.0 - adp) * layers_stage * (tp > 1)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
         logits = network.hierarchical_allgather(tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
-        has_tp = (tp > 1).astype(float) * float(LOGITS_GATHER)
+        # attention DP: every rank holds the whole LM head and gathers no logits
+        has_tp = (tp > 1).astype(float) * float(LOGITS_GATHER) * (1.0 - adp)
         same_domain = tp * pp <= domain
         p2p = network.point_to_point(same_domain, message)
         has_p2p = (pp > 1).astype(float)
@@ -225,6 +246,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     body = pc.total - pc.embedding - pc.lm_head
     both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
     weights_dev = (body * frac * wb + both_ends * eb) / tp
+    # attention DP (eq. 4.16): attention, norms, routers and the ends whole on every rank
+    whole_body = pc.attention + pc.norms + pc.router
+    weights_dev = weights_dev + adp * (whole_body * frac * wb + both_ends * eb) * (1.0 - 1.0 / tp)
     kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards
     f["weights_per_device_B"] = weights_dev
     f["kv_per_device_B"] = kv_dev

@@ -1,0 +1,134 @@
+"""Attention data parallelism (model.md §4.8): the attention side of every layer runs on each rank's
+own sequences with whole weights; the MLPs and experts stay split over the TP group.
+
+Hand-derived figures (Qwen3-235B-A22B: 94 layers, hidden 4096, 64 query and 4 KV heads of 128,
+vocabulary 151,936, untied; FP8 weights and KV cache; 8 H200 at TP 8; 64 sequences of 1000/1000):
+
+    KV per token              94 x 2 x 4 x 128 x 1 B = 96,256 B; a sequence at 2000 tokens 192,512,000 B
+    TP 8                      4 KV heads over 8 ranks: each head on 2 ranks, 1/4 of the cache per rank:
+                              64 x 192,512,000 / 4 = 3,080,192,000 B
+    attention DP              each rank its own 8 sequences: 64 x 192,512,000 / 8 = 1,540,096,000 B
+    whole on every rank       attention 94 x (4096 x 8192 + 2 x 4096 x 512 + 8192 x 4096 + 2 x 128)
+                              = 6,702,521,856; norms 94 x 2 x 4096 + 4096 = 774,144; routers
+                              94 x 4096 x 128 = 49,283,072 (1 B each) -> 6,752,579,072 B; embedding
+                              and LM head 2 x 151,936 x 4096 x 2 B = 2,489,319,424 B; the extra over
+                              TP 8: (6,752,579,072 + 2,489,319,424) x 7/8 = 8,086,661,184 B
+    decode collectives, TP 8  message 64 x 4096 x 2 B = 524,288 B; all-reduce 2 x 7/8 of it =
+                              917,504 B, 14 ring steps; two per layer: 188 x 917,504 =
+                              172,490,752 B; logits all-gather 7/8 x 64 x 151,936 x 2 B =
+                              17,016,832 B, 7 steps -> 189,507,584 B, 188 x 14 + 7 = 2,639 steps
+    attention DP              one all-gather + one reduce-scatter per layer = one all-reduce's bytes
+                              and steps, no logits gather: 94 x 917,504 = 86,245,376 B, 1,316 steps
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from codesign import validate as V
+from codesign.errors import InputError
+from codesign.model.schedule import schedule_table, structural_reason
+from codesign.model.workload import load_workload
+
+
+def qwen_row(adp: int, batch: int = 64, tp: int = 8) -> V.Row:
+    return V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, tp, 1, tp, adp, "fp8", 1000, 1000, batch,
+                 "output_tokens_per_s", 1.0)
+
+
+def features(adp: int) -> tuple[dict, dict]:
+    r = qwen_row(adp)
+    m = V.evaluate_row(r, 64).workload_metrics["main"]
+    t = schedule_table(V.row_instance(r, 64), "main")
+    return m, {k: float(v[0]) for k, v in t.features.items()}
+
+
+def test_attention_dp_partitions_the_kv_cache_and_replicates_the_attention_weights():
+    m_tp, _ = features(1)
+    m_dp, _ = features(8)
+    assert m_tp["kv_per_device_B"] == 3_080_192_000
+    assert m_dp["kv_per_device_B"] == 1_540_096_000
+    assert m_dp["weights_per_device_B"] - m_tp["weights_per_device_B"] == 8_086_661_184
+
+
+def test_attention_dp_halves_the_collectives_and_gathers_no_logits():
+    _, f_tp = features(1)
+    _, f_dp = features(8)
+    assert f_tp["decode.bytes_scale_up"] == 189_507_584
+    assert f_tp["decode.collective_steps"] == 2_639
+    assert f_dp["decode.bytes_scale_up"] == 86_245_376
+    assert f_dp["decode.collective_steps"] == 1_316
+
+
+def test_attention_dp_keeps_the_flops_and_trades_weight_reads_for_kv_reads():
+    """FLOPs per rank are the same split (own sequences x whole attention = all sequences x 1/TP).
+    A decode step's local bytes change by three terms (hand-derived):
+      weights read whole on every rank: (6,752,579,072 B body + 2 B x (151,936 + 64 gathered rows)
+        x 4096 = 1,245,184,000 B ends) x 7/8 = 6,998,042,688 B more;
+      KV cache: 64 x (1500 x 96,256 + 96,256) B = 9,246,736,384 B read and written, /4 under TP,
+        /8 under attention DP: 1,155,842,048 B fewer;
+      attention-side activations (9 h per layer and token, 4 h per step) on the rank's own 1/8:
+        2 B x 64 x (9 x 4096 x 94 + 4 x 4096) x 7/8 = 389,939,200 B fewer.
+    Net at 64 sequences: attention DP streams 5,452,261,440 B more per step."""
+    _, f_tp = features(1)
+    _, f_dp = features(8)
+    assert f_dp["decode.flops"] == pytest.approx(f_tp["decode.flops"], rel=1e-12)
+    more = f_dp["decode.bytes_local"] - f_tp["decode.bytes_local"]
+    assert more == pytest.approx(6_998_042_688 - 1_155_842_048 - 389_939_200, rel=1e-12)
+    assert more == pytest.approx(5_452_261_440, rel=1e-12)
+
+
+def test_structural_rules_of_attention_dp():
+    w = load_workload("qwen3-235b-a22b")
+    base = {"tp": 8, "pp": 1, "ep": 8, "batch": 64, "weights_tier": "local", "kv_tier": "local"}
+    assert structural_reason(w, None, 8, False, {**base, "attention_dp": True}, 8) is None
+    assert "tp > 1" in structural_reason(w, None, 8, False, {**base, "tp": 1, "ep": 1, "attention_dp": True}, 8)
+    assert "multiple of tp x pp" in structural_reason(w, None, 8, False, {**base, "batch": 60, "attention_dp": True}, 8)
+
+
+def test_validation_maps_attention_dp_over_the_whole_group_and_skips_a_partial_one():
+    assert V.skip_reason(qwen_row(8)) is None
+    assert qwen_row(8).batch_step == 8 and qwen_row(1).batch_step == 1
+    why = V.skip_reason(qwen_row(2))
+    assert why is not None and "part of the TP group" in why
+    # the batch of an offline row is a multiple of TP x PP under attention DP
+    r = V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0,
+              num_requests=3000)
+    assert V.max_batch(r).batch % 8 == 0
+
+
+def test_attention_dp_is_an_optional_decision_with_a_boolean_domain(tmp_path):
+    from codesign.instance import load_instance
+
+    text = (V.REPO_ROOT / "instances" / "dgx-llama70b-chip-choice.toml").read_text()
+    assert "attention_dp" not in {d.key for d in load_instance("dgx-llama70b-chip-choice").decisions}
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("tp = [1, 2, 4, 8]\n", "tp = [1, 2, 4, 8]\nattention_dp = [0, 1]\n"))
+    with pytest.raises(InputError, match="expected true or false"):
+        load_instance(bad)
+
+
+def test_the_named_instance_brute_force_equals_both_solvers_and_attention_dp_wins():
+    """dgx-qwen3-235b-attention-dp (1,344 designs): brute force over every design equals what HiGHS
+    and CP-SAT prove optimal; its optimum runs attention DP, and the same space without the
+    choice (attention tensor-parallel only) is strictly worse."""
+    import tomllib
+
+    from codesign.instance import instance_from_data, load_instance
+    from codesign.paths import instances_dir
+    from codesign.solve import solve_instance
+    from codesign.space import brute_force
+
+    inst = load_instance("dgx-qwen3-235b-attention-dp")
+    bf = brute_force(inst)
+    assert bf.feasible
+    for solver in ("highs", "cpsat"):
+        sol = solve_instance(inst, solver=solver)
+        assert sol.status == "optimal"
+        assert sol.objective == pytest.approx(bf.objective, rel=1e-9)
+    assert sol.design["attention_dp"] is True
+    raw = tomllib.loads((instances_dir() / "dgx-qwen3-235b-attention-dp.toml").read_text())
+    raw["workloads"][0]["decisions"]["attention_dp"] = [False]
+    raw["baseline"]["attention_dp"] = False
+    tp_only = brute_force(instance_from_data(raw))
+    assert tp_only.objective < bf.objective

@@ -418,12 +418,22 @@ def load_chip(id_or_path: str | Path) -> Chip:
     return _load(Chip, "chips", id_or_path)
 
 
+@cache
+def _chip_names() -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    from codesign.names import alias_index
+
+    entries = {cid: load_chip(cid).aliases for cid in list_ids("chips")}
+    return entries, alias_index(entries, release_tags=False)
+
+
 def resolve_chip(name: str) -> str | None:
     """The chip id ``name`` stands for: the id itself or one of a chip's ``aliases``, compared
-    after ``codesign.names.normalized_name``; None if it names no chip or more than one."""
+    after ``codesign.names.normalized_name`` (no release tags: GPU names end in model numbers);
+    None if it names no chip or more than one."""
     from codesign.names import resolve_name
 
-    return resolve_name(name, {cid: load_chip(cid).aliases for cid in list_ids("chips")})
+    entries, index = _chip_names()
+    return resolve_name(name, entries, release_tags=False, index=index)
 
 
 def load_memory(id_or_path: str | Path) -> MemoryTechnology:

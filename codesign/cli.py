@@ -34,6 +34,7 @@ err = Console(stderr=True)
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="calibration TOML to use instead of the shipped one (`codesign calibrate --out` writes one)")] = None,
 ) -> None:
@@ -47,7 +48,16 @@ def _options(
             err.print(f"[bold red]error:[/] calibration file not found: {escape(str(calibration))} "
                       "(`codesign calibrate CSV --out FILE` writes one)", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_INPUT)
+        before = os.environ.get(CALIBRATION_ENV)
         os.environ[CALIBRATION_ENV] = str(calibration.resolve())
+
+        def restore() -> None:  # in-process callers (tests, notebooks) get their environment back
+            if before is None:
+                os.environ.pop(CALIBRATION_ENV, None)
+            else:
+                os.environ[CALIBRATION_ENV] = before
+
+        ctx.call_on_close(restore)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 BudgetOpt = Annotated[
@@ -654,6 +664,7 @@ def calibrate_cmd(
 ) -> None:
     """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
     from codesign import validate as v
+    from codesign.model.hardware import calibration_path, shipped_calibration_path
 
     for f in (csv, split):
         if f is not None and not f.exists():
@@ -662,12 +673,28 @@ def calibrate_cmd(
         raise InputError("--write and --out are exclusive", expected="one of them: the shipped file or your own")
     if out_file is not None and out_file.suffix != ".toml":
         raise InputError("the calibration must be a .toml file", file=out_file)
+    if out_file is not None and out_file.resolve() == shipped_calibration_path().resolve():
+        raise InputError("--out names the shipped calibration", file=out_file,
+                         suggestion="use --write to update the shipped file, or give --out a file of your own")
+    made_split = None
     if split is None and out_file is not None:
         # the split the fit uses (every row by its id's hash), kept beside the calibration so that
         # `codesign validate --split` reports the rows it did not see
-        split = out_file.with_suffix(".split.json")
+        split = made_split = out_file.with_suffix(".split.json")
         v.make_split(csv, split)
-    fitted = v.fit_calibration(csv, split, write=True if write else out_file)
+    # your own file: only the families your rows measure are fitted; every other chip keeps the
+    # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
+    fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None)
+    if not fitted:
+        if made_split is not None:
+            made_split.unlink(missing_ok=True)
+        rows, bad = v.read_rows(csv)
+        reasons = sorted({v.skip_reason(r) or "no row of this family is in the split's fit half" for r in rows}
+                         | {b["reason"] for b in bad})
+        raise InputError("no row can be fitted", file=csv, value=reasons[:5],
+                         expected="rows of a known model and chip with a supported metric, half of them in the split's fit set")
+    if out_file is not None:
+        v.write_calibration(fitted, out_file, csv_path=csv, split_file=split, base=calibration_path())
     if as_json:
         _emit_json(fitted)
     else:
@@ -675,7 +702,7 @@ def calibrate_cmd(
         if out_file is not None:
             err.print(f"wrote {out_file} and the split it was fitted on, {split}; check it on the other rows with "
                       f"`codesign --calibration {out_file} validate {csv} --split {split}`, then use it with "
-                      f"`codesign --calibration {out_file} solve|evaluate|certify ...`")
+                      f"`codesign --calibration {out_file} solve|evaluate|certify ...`", soft_wrap=True)
 
 
 GENERATORS = {

@@ -316,6 +316,8 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                 kv_text = str(raw.get("kv_precision") or "").strip()
                 kv_precision = (PRECISION_ALIASES.get(kv_text.lower(), kv_text.lower()) if kv_text
                                 else engine_kv_precision(precision))
+                if kv_text and kv_text != kv_precision:
+                    named_as = (*named_as, ("kv_precision", kv_text))
                 conc = str(raw.get("concurrency") or "").strip()
                 reqs = str(raw.get("num_requests") or "").strip()
                 source = str(raw.get("source") or "").strip()
@@ -927,7 +929,8 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         choice = BatchChoice(batch_from(row, fp, None, None), fp, "concurrency")
     rec: dict[str, Any] = {
         "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
-        "precision": row.precision, "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
+        "precision": row.precision, "kv_precision": row.kv_precision or engine_kv_precision(row.precision),
+        "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
         "measured": row.value, "num_requests": row.num_requests,
         "batch": choice.batch, "batch_bound": choice.bound,
@@ -1338,9 +1341,12 @@ def calibration_path() -> Path:
 
 
 def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *, csv_path: str | Path | None = None,
-                      split_file: str | Path | None = None) -> Path:
+                      split_file: str | Path | None = None, base: str | Path | None = None) -> Path:
     """Write fitted family values into calibration.toml's ``[chips.<id>]`` tables (``[default]``
-    and chips of unfitted families are kept); atomically; clears the loaded calibration."""
+    and chips of unfitted families are kept); atomically; clears the loaded calibration.
+
+    The file's other tables come from ``base`` if given, else from ``path`` itself if it exists,
+    else from the calibration in use."""
     import os
     import tempfile
     import tomllib
@@ -1349,7 +1355,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
 
     path = Path(path) if path is not None else calibration_path()
     # a new file starts as a copy of the calibration in use: chips the fit does not touch keep it
-    text0 = (path if path.exists() else hardware.calibration_path()).read_text()
+    text0 = Path(base if base is not None else path if path.exists() else hardware.calibration_path()).read_text()
     data = tomllib.loads(text0)
     chips: dict[str, dict[str, float]] = dict(data.get("chips", {}))
     fam_of_chip: dict[str, str] = {}

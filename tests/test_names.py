@@ -28,6 +28,14 @@ def test_normalized_names(given, expected):
     assert normalized_name(given) == expected
 
 
+def test_every_catalog_id_normalises_to_itself():
+    """Normalising never eats part of an id (RTX PRO 6000's model number is not a release tag)."""
+    for cid in list_ids("chips"):
+        assert normalized_name(cid, release_tags=False) == cid
+    for wid in list_workloads():
+        assert normalized_name(wid) == wid
+
+
 def test_an_exact_id_wins_and_an_ambiguous_name_resolves_to_nothing():
     entries = {"a-1": ["x"], "b-2": ["x"], "x": []}
     assert resolve_name("x", entries) == "x"
@@ -47,6 +55,7 @@ def test_no_catalog_name_stands_for_two_entries():
     ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA B200", "b200"), ("NVIDIA L40S", "l40s"),
     ("AMD Instinct MI300X", "mi300x"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"),
     ("h100", None),  # PCIe and NVL cards exist: a bare "h100" is not read as the SXM module
+    ("RTX PRO 5000", None), ("NVIDIA RTX PRO 4500", None),  # other cards, not the 6000
 ])
 def test_chip_names(name, chip):
     assert resolve_chip(name) == chip
@@ -56,6 +65,9 @@ def test_chip_names(name, chip):
     ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b"),
     ("nvidia/Llama-4-Scout-17B-16E-Instruct-FP8", "llama-4-scout"), ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
     ("openai/gpt-oss-120b", "gpt-oss-120b"), ("meta-llama/Meta-Llama-3-70B", None),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
+    # other architectures, not V3's: V2.5 (160 experts), V3.2 (sparse attention), the bare family
+    ("deepseek-ai/DeepSeek-V2.5", None), ("deepseek-ai/DeepSeek-V3.2", None), ("DeepSeek", None),
 ])
 def test_workload_names(name, workload):
     assert resolve_workload(name) == workload

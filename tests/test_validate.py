@@ -793,3 +793,39 @@ def test_a_users_calibration_file_is_written_apart_and_used_by_the_cli(tmp_path,
     assert missing.exit_code == 2 and "calibration file not found" in missing.output
     both = runner.invoke(app, ["calibrate", str(path), "--write", "--out", str(mine)])
     assert both.exit_code == 2 and "exclusive" in both.output
+
+
+def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chip(tmp_path):
+    """The CLI path: `calibrate CSV --out FILE` on rows of two families (L40S, H100) writes the
+    split beside FILE, fits those two families and no pooled calibration: the A100s, B200 and
+    the rest keep the calibration in use; a file with nothing to fit is bad input (exit 2, no file)."""
+    from typer.testing import CliRunner
+
+    from codesign.cli import app
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    rows = []
+    for i, (gpu, isl, osl) in enumerate([("l40s", 128, 2048), ("l40s", 1000, 1000), ("l40s", 2048, 2048),
+                                         ("h100-sxm", 128, 2048), ("h100-sxm", 1000, 1000), ("h100-sxm", 2048, 2048)]):
+        r = row(id=f"s{i}", gpu=gpu, isl=isl, osl=osl)
+        rows.append(csv_row(f"s{i}", gpu=gpu, isl=isl, osl=osl, value=0.9 * V.predict_row(r)["predicted"]))
+    path = write_csv(tmp_path / "m.csv", rows)
+    mine = tmp_path / "mine.toml"
+    got = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(mine), "--json"])
+    assert got.exit_code == 0, got.output
+    fitted = json.loads(got.stdout)
+    assert set(fitted) <= {"ada", "hopper"} and fitted  # no "pooled"
+    assert (tmp_path / "mine.split.json").exists()
+    shipped = CalibrationFile.model_validate(load_toml(V.calibration_path()))
+    written = CalibrationFile.model_validate(load_toml(mine))
+    for chip in ("a100-sxm-80gb", "a100-pcie-80gb", "b200", "gb200", "mi300x", "rtx-pro-6000"):
+        assert written.chips[chip] == shipped.chips[chip], chip
+    for res in fitted.values():
+        for chip in res["chips"]:
+            assert written.chips[chip]["memory_efficiency"] == res["params"]["memory_efficiency"]
+    nothing = write_csv(tmp_path / "bad.csv", [csv_row("z", model="llama-9-1t")])
+    empty = tmp_path / "empty.toml"
+    got = CliRunner().invoke(app, ["calibrate", str(nothing), "--out", str(empty)])
+    assert got.exit_code == 2 and "no row can be fitted" in got.output
+    assert not empty.exists() and not (tmp_path / "empty.split.json").exists()

@@ -250,12 +250,21 @@ def list_workloads() -> list[str]:
     return sorted(p.stem for p in catalog_dir("workloads").glob("*.toml"))
 
 
+@cache
+def _workload_names() -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    from codesign.names import alias_index
+
+    entries = {wid: load_workload(wid).aliases for wid in list_workloads()}
+    return entries, alias_index(entries)
+
+
 def resolve_workload(name: str) -> str | None:
     """The workload id ``name`` stands for: the id itself or one of a workload's ``aliases``,
     compared after ``codesign.names.normalized_name``; None if it names none or more than one."""
     from codesign.names import resolve_name
 
-    return resolve_name(name, {wid: load_workload(wid).aliases for wid in list_workloads()})
+    entries, index = _workload_names()
+    return resolve_name(name, entries, index=index)
 
 
 def _looks_like_path(id_or_path: str) -> bool:

@@ -640,6 +640,9 @@ def validate_cmd(
 
     if not csv.exists():
         raise InputError("measurements file not found", file=csv)
+    if split is not None and not split.exists():
+        raise InputError("split file not found", file=split,
+                         suggestion="`codesign calibrate CSV --out FILE` writes FILE's split beside it")
     kwargs = {} if split is None else {"split_file": split}
     report = v.run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()), **kwargs)
     if plot_path is not None:

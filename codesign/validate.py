@@ -961,6 +961,14 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     return rec
 
 
+def _fitted_on_by_hash(csv_path: str | Path) -> bool:
+    """Whether the calibration in use records a fit on this file (its sha256) with the id-hash split."""
+    from codesign.model.hardware import calibration_file
+
+    source = calibration_file().source
+    return f"sha256 {file_sha256(csv_path)[:12]})" in source and SPLIT_METHOD in source
+
+
 def run_validation(
     csv_path: str | Path,
     by: Sequence[str] = ("model", "gpu"),
@@ -980,7 +988,14 @@ def run_validation(
     rows, malformed = read_rows(csv_path)
     labels: dict[str, str] = {}
     used_split = None
-    if split_file is not None and Path(split_file).exists():
+    default = split_file is not None and Path(split_file) == DEFAULT_SPLIT
+    if default and _fitted_on_by_hash(csv_path):
+        # the calibration in use says it was fitted on this very file with the id-hash split (an
+        # installed package ships no split file; a `calibrate --out` file records its CSV): label
+        # the rows by that rule
+        labels = {r.id: split_of(r.id) for r in rows}
+        used_split = f"the calibration's own ({SPLIT_METHOD})"
+    elif split_file is not None and Path(split_file).exists():
         labels = read_split(split_file)
         used_split = str(split_file)
     out: list[dict[str, Any]] = []

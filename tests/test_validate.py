@@ -824,6 +824,14 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
     for res in fitted.values():
         for chip in res["chips"]:
             assert written.chips[chip]["memory_efficiency"] == res["params"]["memory_efficiency"]
+    # validated under that calibration without --split: the calibration records this file's sha256
+    # and the id-hash split, so the rows are labelled as the fit saw them
+    got = CliRunner().invoke(app, ["--calibration", str(mine), "validate", str(path), "--json"])
+    assert got.exit_code == 0, got.output
+    labelled = {r["id"]: r["split"] for r in json.loads(got.stdout)["rows"]}
+    assert labelled == {r["id"]: V.split_of(r["id"]) for r in rows}
+    missing = CliRunner().invoke(app, ["validate", str(path), "--split", str(tmp_path / "none.json")])
+    assert missing.exit_code == 2 and "split file not found" in missing.output
     nothing = write_csv(tmp_path / "bad.csv", [csv_row("z", model="llama-9-1t")])
     empty = tmp_path / "empty.toml"
     got = CliRunner().invoke(app, ["calibrate", str(nothing), "--out", str(empty)])

@@ -12,10 +12,12 @@ Three diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign valid
    reported on the other half: does the model's structure carry to the new engine? Once on the
    dense models' rows, once with the MoE rows too (their EP degree is not printed: ep = tp
    assumed). Diagnostic only, nothing is written to the calibration.
+4. the host time per sequence of a step (``host_us_per_sequence``, eq. 5.3) fitted with each family
+   on all its rows, against the same fit without it: how much of what the rows lack is host time?
 
     python benchmarks/overview_v1_check.py
 
-Writes validation/trtllm_1_0_check.json. About 3 minutes.
+Writes validation/trtllm_1_0_check.json. About 6 minutes.
 """
 
 from __future__ import annotations
@@ -70,23 +72,25 @@ def missing_time(new: list[V.Row]) -> dict:
             for k, v in sorted(groups.items())}
 
 
-def hopper_refit(dense_only: bool) -> dict:
-    """Hopper's calibration fitted on the split's fit rows of the file's H100/H200 rows (dense models
-    only, or also the MoE rows whose layout the overview does not print: ep = tp assumed)."""
+def refit(family: str, dense_only: bool, host: bool = False) -> dict:
+    """One family's calibration fitted on the split's fit rows of the file's rows of its chips
+    (dense models only, or also the MoE rows whose EP degree the overview does not print: ep = tp
+    assumed), with or without the host time per sequence (``Variant.fit_host``)."""
     import csv
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "hopper.csv"
+        path = Path(tmp) / f"{family}.csv"
         with CSV.open(newline="") as f, path.open("w", newline="") as g:
             reader = csv.DictReader(f)
             writer = csv.DictWriter(g, fieldnames=reader.fieldnames)
             writer.writeheader()
             for row in reader:
-                if row["gpu"] in V.CHIP_FAMILIES["hopper"] and (not dense_only or row["model"].startswith("llama-3")):
+                if row["gpu"] in V.CHIP_FAMILIES[family] and (not dense_only or row["model"].startswith("llama-3")):
                     writer.writerow(row)
         split = Path(tmp) / "split.json"
         V.make_split(path, split)
-        r = V.fit_calibration(path, split, families=["hopper"], pooled=False)["hopper"]
+        r = V.fit_calibration(path, split, families=[family], pooled=False,
+                              variant=V.Variant("host" if host else "model", fit_host=host))[family]
     return {k: r[k] for k in ("params", "n_fit", "fit_mape_pct", "n_held_out", "held_out_mape_pct")}
 
 
@@ -101,8 +105,11 @@ def main() -> None:
         "csv": str(CSV.relative_to(V.REPO_ROOT)),
         "engine_speedup_over_0_14": engine_ratios(new),
         "decode_iteration_time_the_model_lacks": missing_time(new),
-        "hopper_refit_on_v1_0_dense_rows": hopper_refit(dense_only=True),
-        "hopper_refit_on_v1_0_rows_with_moe": hopper_refit(dense_only=False),
+        "hopper_refit_on_v1_0_dense_rows": refit("hopper", dense_only=True),
+        "hopper_refit_on_v1_0_rows_with_moe": refit("hopper", dense_only=False),
+        # the host term (eq. 5.3): does a cost per sequence and step explain what the chips lack?
+        "host_term": {f"{fam}{'' if host else '_without'}_host": refit(fam, dense_only=False, host=host)
+                      for fam in ("blackwell", "blackwell-workstation", "hopper") for host in (False, True)},
     }
     out["seconds"] = time.perf_counter() - t0
     write_json_atomic(args.out, out)
@@ -115,8 +122,9 @@ def main() -> None:
         a, b = v["ms_per_iteration"]
         c, d = v["us_per_sequence_per_iteration"]
         print(f"  {k:40s} {a:+7.1f} .. {b:+7.1f} ms/iteration  {c:+7.1f} .. {d:+7.1f} us/sequence")
-    for key in ("hopper_refit_on_v1_0_dense_rows", "hopper_refit_on_v1_0_rows_with_moe"):
-        h = out[key]
+    fits = {k: out[k] for k in ("hopper_refit_on_v1_0_dense_rows", "hopper_refit_on_v1_0_rows_with_moe")}
+    fits.update(out["host_term"])
+    for key, h in fits.items():
         print(f"{key}: fit on {h['n_fit']} rows {h['fit_mape_pct']:.1f} %, "
               f"other {h['n_held_out']} rows {h['held_out_mape_pct']:.1f} %; {h['params']}")
     print(f"wrote {args.out} ({out['seconds']:.0f} s)")

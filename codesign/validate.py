@@ -98,6 +98,9 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     # barrier also waits for the slowest rank's kernel launches, which grows with n. An assumption
     # of order of magnitude, not a measured figure: 30 us bounds it
     "collective_step_latency_us": (0.0, 30.0),
+    # host time per sequence of a step (only with Variant.fit_host): a Python scheduler and sampler
+    # spend microseconds to tens of microseconds per request and step
+    "host_us_per_sequence": (0.0, 200.0),
     # memory the runtime holds besides weights and KV cache: CUDA context (~0.5-1 GiB), the
     # engine's activation workspace and logits buffers (a few GiB)
     "runtime_reserve_GiB": (0.0, 16.0),
@@ -113,7 +116,8 @@ USABLE_COARSE = tuple(round(0.80 + 0.02 * i, 2) for i in range(10))
 #: runtime's own allocations (TensorRT-LLM: cudaMemGetInfo), so the whole device counts: u = 1
 ENGINE_USABLE_FRACTION = 1.0
 #: calibration fields written to a fitted chip's ``[chips.<id>]`` table
-CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB", CAP_FIELD)
+HOST_FIELD = "host_us_per_sequence"
+CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB", CAP_FIELD, HOST_FIELD)
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
 #: the accuracy the model is held to (issue 6): MAPE of the held-out rows, and of each group's
@@ -399,6 +403,9 @@ class Variant:
     no_bandwidth_cap: bool = False
     #: ablation of §5.12: every all-reduce in a ring, none in the switch (network.IN_SWITCH_MIN_RANKS)
     ring_allreduce: bool = False
+    #: fit the host time per sequence of a step too (``host_us_per_sequence``, eq. 5.3): an
+    #: engine whose scheduler and sampler run per request on the CPU (VALIDATION.md §6.3)
+    fit_host: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -633,7 +640,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 #: the per-row quantities a stage step is re-composed from (``step_time``): times at efficiency 1,
 #: modelled times, counts, and one chip constant, the peak local-memory bandwidth the die's cap is
 #: a fraction of (eq. 3.21a). They travel together so that a family's rows re-compose as arrays.
-STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps",
+STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps", "sequences",
               "memory_peak_GBps")
 
 
@@ -681,6 +688,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
                                  else (2.0 * m[f"{ph}_step.layers"] + float(not variant.no_logits_gather))
                                  * (row.tp > 1)),
             "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.21a)
+            "sequences": float(m[f"{ph}_step.sequences"]),
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
@@ -708,6 +716,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
         + t["net_latency"]
         + t["layers"] * cal["layer_overhead_us"] * 1e-6
         + t["collective_steps"] * cal["collective_step_latency_us"] * 1e-6
+        + t.get("sequences", 0.0) * cal.get(HOST_FIELD, 0.0) * 1e-6
     )
 
 
@@ -1133,7 +1142,7 @@ def _round_s(pre: dict[str, np.ndarray], dec: dict[str, np.ndarray], sel: np.nda
 
 
 #: fitted fields in microseconds (searched linearly, in units of 10 µs)
-_MICROSECONDS = ("layer_overhead_us", "collective_step_latency_us")
+_MICROSECONDS = ("layer_overhead_us", "collective_step_latency_us", "host_us_per_sequence")
 
 
 def _to_cal(z: np.ndarray, base: dict[str, float], free: Sequence[str]) -> dict[str, float]:
@@ -1163,11 +1172,11 @@ FIT_RESTART_GAIN_PCT = 1e-4
 #: deterministic starting points of the simplex search
 _STARTS = (
     {"compute_efficiency": 0.6, "memory_efficiency": 0.8, "network_efficiency": 0.6, "layer_overhead_us": 10.0,
-     "stream_overlap": 0.5, "collective_step_latency_us": 10.0},
+     "stream_overlap": 0.5, "collective_step_latency_us": 10.0, "host_us_per_sequence": 10.0},
     {"compute_efficiency": 0.4, "memory_efficiency": 0.6, "network_efficiency": 0.3, "layer_overhead_us": 2.0,
-     "stream_overlap": 0.2, "collective_step_latency_us": 3.0},
+     "stream_overlap": 0.2, "collective_step_latency_us": 3.0, "host_us_per_sequence": 2.0},
     {"compute_efficiency": 0.8, "memory_efficiency": 0.9, "network_efficiency": 0.9, "layer_overhead_us": 30.0,
-     "stream_overlap": 0.8, "collective_step_latency_us": 30.0},
+     "stream_overlap": 0.8, "collective_step_latency_us": 30.0, "host_us_per_sequence": 30.0},
 )
 
 
@@ -1195,6 +1204,8 @@ def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[s
     except ImportError as exc:  # pragma: no cover - scipy is a test/validate dependency
         raise InputError("fitting needs scipy", expected="pip install scipy") from exc
     free = [k for k in FIT_FIELDS if k not in how.fixed_values]
+    if how.fit_host and HOST_FIELD not in how.fixed_values:
+        free.append(HOST_FIELD)
     peaks = memory_peaks_GBps(stack.rows)
     if cap_is_fitted(stack.rows, how, peaks):
         free.append(CAP_FIELD)
@@ -1340,7 +1351,8 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
     mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
     held = _Stack.build(held_rows, cache, mem, cap)
     return {
-        "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS if cal.get(k) is not None},
+        "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS
+                   if cal.get(k) is not None and (k != HOST_FIELD or cal[k] > 0)},
         "n_fit": len(fit_rows),
         "fit_mape_pct": float(fit_mape),
         "n_held_out": len(held_rows),

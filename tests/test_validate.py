@@ -156,6 +156,34 @@ def test_stream_overlap_interpolates_between_the_max_and_the_sum():
     assert V.step_time(t, cal | {"stream_overlap": 0.5}) == pytest.approx(3.0)
 
 
+def test_the_host_time_is_paid_per_sequence_of_a_step(tmp_path, monkeypatch):
+    """eq. 5.3's host term: 100 sequences x 10 us = 1 ms on top of the rest of the step, in the
+    re-composition and in evaluate itself (a calibration file with host_us_per_sequence = 10 for
+    the H100: Llama 8B TP1 at 64 sequences pays 64 x 10 us = 0.64 ms per decode step)."""
+    from codesign.model import hardware
+
+    t = {"compute": 1.0, "memory_local": 2.0, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
+         "collective_steps": 0.0, "sequences": 100.0}
+    cal = {"compute_efficiency": 0.5, "memory_efficiency": 1.0, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
+           "collective_step_latency_us": 0.0, "stream_overlap": 1.0}
+    assert V.step_time(t, cal | {"host_us_per_sequence": 10.0}) == pytest.approx(2.0 + 100 * 10e-6)
+    assert V.step_time(t, cal) == pytest.approx(2.0)  # absent: 0
+    text = V.calibration_path().read_text().replace("[chips.h100-sxm]\n", "[chips.h100-sxm]\nhost_us_per_sequence = 10.0\n", 1)
+    mine = tmp_path / "host.toml"
+    mine.write_text(text)
+    r = row(concurrency=64)
+    before = V.evaluate_row(r, 64).workload_metrics["main"]
+    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(mine))
+    try:
+        after = V.evaluate_row(r, 64).workload_metrics["main"]
+    finally:
+        monkeypatch.delenv(hardware.CALIBRATION_ENV)
+        hardware.forget_calibration()
+    assert before["decode_step.host_s"] == 0.0
+    assert after["decode_step.host_s"] == pytest.approx(64 * 10e-6, rel=1e-12)
+    assert after["decode_step_s"] - before["decode_step_s"] == pytest.approx(64 * 10e-6, rel=1e-9)
+
+
 def test_the_step_form_splits_every_stream_by_the_overlap():
     """evaluate's stage step is o max(c, m) + (1 - o)(c + m) + links + overhead (eq. 5.3), each
     stream being two products with the hardware columns o s and (1 - o) s (eq. 3.26)."""

@@ -107,7 +107,7 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
 
         o·max(compute, local memory, pooled memory) + (1 − o)·(compute + local memory + pooled memory)
 
-    plus communication, per-collective latency and per-layer overhead. Each stream is two products of the same schedule
+    plus communication, per-collective latency, per-layer overhead and the host's time per sequence. Each stream is two products of the same schedule
     column with the hardware columns ``<col>_ovl`` = o·col (in the max group) and ``<col>_seq`` =
     (1 − o)·col (added); o·max(x, y, z) = max(o·x, o·y, o·z) since o ≥ 0.
 
@@ -137,6 +137,7 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
         Product(f"{tag}.overhead", s("layers"), hw("s_per_layer")),
         Product(f"{tag}.collective_latency", s("collective_steps"), hw("s_per_collective_step")),
+        Product(f"{tag}.host", s("sequences"), hw("s_per_sequence")),
     )
     return Form(linear, (streams,))
 
@@ -408,7 +409,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
             for p in f.products:
                 m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
             m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
-            for count in ("layers", "collective_steps"):  # the step's counts (not times)
+            for count in ("layers", "collective_steps", "sequences"):  # the step's counts (not times)
                 m[f"{phase}_step.{count}"] = float(st.features[f"{phase}.{count}"][0])
             flops = st.features[f"{phase}.model_flops"][0]
             peak = row[f"peak_flops@{w.precision}"] * inst.system.devices / st.features["dp"][0] / st.features["pp"][0]

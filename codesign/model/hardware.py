@@ -157,6 +157,10 @@ class Calibration(Strict):
     #: fraction of the compute, local-memory and pooled-memory streams of a step that overlap
     #: (1: a roofline max; 0: the streams run one after the other, eq. 5.3)
     stream_overlap: float = Field(ge=0, le=1)
+    #: host time of the serving engine per sequence of a step (scheduling, sampling, bookkeeping
+    #: of each request on the CPU, not hidden behind the GPU's work; eq. 5.3). 0 unless fitted:
+    #: the shipped calibration's engine (TensorRT-LLM 0.14, C++ runtime) is not fitted with it
+    host_us_per_sequence: float = Field(default=0.0, ge=0)
 
 
 #: calibration keys that describe the serving engine, not a chip: ``[default]`` only
@@ -445,6 +449,7 @@ def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, o
     _put(t, "s_per_layer", cal.layer_overhead_us * MICRO, "fixed overhead per layer per step, s")
     _put(t, "s_per_collective_step", cal.collective_step_latency_us * MICRO,
          "software time per ring step of a TP collective, s")
+    _put(t, "s_per_sequence", cal.host_us_per_sequence * MICRO, "host time per sequence of a step, s")
 
 
 def _reduction(t: HardwareTable, in_switch: Any) -> None:
@@ -501,6 +506,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
         put("s_per_layer", cid, cal.layer_overhead_us * MICRO)
         put("s_per_collective_step", cid, cal.collective_step_latency_us * MICRO)
+        put("s_per_sequence", cid, cal.host_us_per_sequence * MICRO)
         put("stream_overlap", cid, cal.stream_overlap)
     for name, col in cols.items():
         t.features[name] = col

@@ -52,6 +52,7 @@ PHASE_FEATURES = (
     "steps_scale_out",
     "layers",
     "collective_steps",
+    "sequences",
 )
 
 
@@ -232,6 +233,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + has_tp * logits.scale_out_steps
                                          + has_p2p * p2p.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
+        # sequences of the stage step (the engine's host handles each once per step, eq. 5.3)
+        f[f"{phase}.sequences"] = micro
         # ring steps of the step's TP collectives (eq. 4.10a): 2(n-1) per all-reduce (two per
         # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
         # ranks hand a block on and pass a flag barrier, whatever the message size

@@ -663,6 +663,8 @@ def calibrate_cmd(
         "--out", help="write a calibration TOML here (chips not fitted keep the calibration in use); "
                       "use it with `codesign --calibration FILE ...`")] = None,
     write: Annotated[bool, typer.Option("--write", help="update the shipped calibration.toml")] = False,
+    fit_host: Annotated[bool, typer.Option(
+        "--fit-host", help="also fit the host time per sequence of a step (engines with a Python scheduler; VALIDATION.md §6.3)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
@@ -687,7 +689,8 @@ def calibrate_cmd(
         v.make_split(csv, split)
     # your own file: only the families your rows measure are fitted; every other chip keeps the
     # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
-    fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None)
+    fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None,
+                               variant=v.Variant("host", fit_host=True) if fit_host else v.MODEL)
     if not fitted:
         if made_split is not None:
             made_split.unlink(missing_ok=True)

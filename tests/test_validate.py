@@ -840,7 +840,7 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
         rows.append(csv_row(f"s{i}", gpu=gpu, isl=isl, osl=osl, value=0.9 * V.predict_row(r)["predicted"]))
     path = write_csv(tmp_path / "m.csv", rows)
     mine = tmp_path / "mine.toml"
-    got = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(mine), "--json"])
+    got = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(mine), "--fit-host", "--json"])
     assert got.exit_code == 0, got.output
     fitted = json.loads(got.stdout)
     assert set(fitted) <= {"ada", "hopper"} and fitted  # no "pooled"
@@ -852,6 +852,8 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
     for res in fitted.values():
         for chip in res["chips"]:
             assert written.chips[chip]["memory_efficiency"] == res["params"]["memory_efficiency"]
+            # --fit-host: the host time is fitted and written where the fit puts it above 0
+            assert written.chips[chip].get(V.HOST_FIELD) == res["params"].get(V.HOST_FIELD)
     # validated under that calibration without --split: the calibration records this file's sha256
     # and the id-hash split, so the rows are labelled as the fit saw them
     got = CliRunner().invoke(app, ["--calibration", str(mine), "validate", str(path), "--json"])

@@ -10,8 +10,9 @@ Three diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign valid
    decode-heavy scenarios;
 3. hopper's calibration re-fitted on half of the file's hopper rows (the split rule of §3) and
    reported on the other half: does the model's structure carry to the new engine? Once on the
-   dense models' rows, once with the MoE rows too (their EP degree is not printed: ep = tp
-   assumed). Diagnostic only, nothing is written to the calibration.
+   dense models' rows, once with the MoE rows too (run with attention DP; their EP degree, not
+   printed, does not enter the model's features, eq. 4.6). Diagnostic only, nothing is written
+   to the calibration.
 4. the host time per sequence of a step (``host_us_per_sequence``, eq. 5.3) fitted with each family
    on all its rows, against the same fit without it: how much of what the rows lack is host time?
 
@@ -74,8 +75,8 @@ def missing_time(new: list[V.Row]) -> dict:
 
 def refit(family: str, dense_only: bool, host: bool = False) -> dict:
     """One family's calibration fitted on the split's fit rows of the file's rows of its chips
-    (dense models only, or also the MoE rows whose EP degree the overview does not print: ep = tp
-    assumed), with or without the host time per sequence (``Variant.fit_host``)."""
+    (dense models only, or also the MoE rows, run with attention DP), with or without the host
+    time per sequence (``Variant.fit_host``)."""
     import csv
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,11 +14,12 @@ Three diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign valid
    printed, does not enter the model's features, eq. 4.6). Diagnostic only, nothing is written
    to the calibration.
 4. the host time per sequence of a step (``host_us_per_sequence``, eq. 5.3) fitted with each family
-   on all its rows, against the same fit without it: how much of what the rows lack is host time?
+   on the split's fit half of its rows (reported on the other half), against the same fit without
+   it: how much of what the rows lack is host time?
 
     python benchmarks/overview_v1_check.py
 
-Writes validation/trtllm_1_0_check.json. About 6 minutes.
+Writes validation/trtllm_1_0_check.json. About 4 minutes.
 """
 
 from __future__ import annotations

@@ -530,6 +530,9 @@ def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
         return f"tp*pp = {row.tp * row.pp} does not divide num_gpus = {row.num_gpus}"
     if row.concurrency is not None and row.concurrency < 1:
         return f"concurrency {row.concurrency} is not positive"
+    if row.concurrency is not None and row.attention_dp_on and math.ceil(row.concurrency / row.dp) % row.batch_step:
+        return (f"concurrency {row.concurrency} over dp = {row.dp} does not split evenly over tp x pp = "
+                f"{row.batch_step} attention-DP shares (unequal shares are not modelled)")
     domain = _system_of(row, variant)["scale_up_domain"]
     probe = {"tp": row.tp, "pp": row.pp, "ep": row.ep, "batch": row.batch_step, "weights_tier": "local",
              "kv_tier": "local", "attention_dp": row.attention_dp_on}
@@ -970,6 +973,11 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     return rec
 
 
+def _is_hash_split(split_file: str | Path) -> bool:
+    """Whether every row a split file labels is labelled as the id-hash rule (``split_of``) would."""
+    return all(split_of(i) == label for i, label in read_split(split_file).items())
+
+
 def _fitted_on_by_hash(csv_path: str | Path) -> bool:
     """Whether the calibration in use records a fit on this file (its sha256) with the id-hash split."""
     from codesign.model.hardware import calibration_file
@@ -1393,10 +1401,15 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     src = "fitted per chip family by codesign.validate.fit_calibration"
     if csv_path is not None:
         src += f" on the fit rows of {Path(csv_path).name} (sha256 {file_sha256(csv_path)[:12]})"
+    by_hash = split_file is None or _is_hash_split(split_file)
     src += f", split {Path(split_file).name}" if split_file is not None else ", split by row id"
-    src += f" ({SPLIT_METHOD})"
-    src += ("; GPUs without measurements take one calibration fitted on every family's fit rows together; "
-            "[default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
+    # the rule is recorded only when the split follows it: `validate` relabels rows by it
+    src += f" ({SPLIT_METHOD})" if by_hash else " (a split of the user's own)"
+    if POOLED in fitted:
+        src += "; GPUs without measurements take one calibration fitted on every family's fit rows together"
+    else:
+        src += "; every chip not fitted keeps the calibration this file was started from"
+    src += ("; [default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
             "kv_cache_free_fraction and the stream overlap fitted for hopper (0); see VALIDATION.md")
 
     def val(v: Any) -> str:

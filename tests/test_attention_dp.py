@@ -132,3 +132,54 @@ def test_the_named_instance_brute_force_equals_both_solvers_and_attention_dp_win
     raw["baseline"]["attention_dp"] = False
     tp_only = brute_force(instance_from_data(raw))
     assert tp_only.objective < bf.objective
+
+
+def _features(model: str, tp: int, pp: int, adp: bool, batch: int) -> tuple[dict, dict]:
+    r = V.Row("x", model, "h200-sxm", 8, tp, pp, tp, tp if adp else 1, "fp8", 1000, 1000, batch,
+              "output_tokens_per_s", 1.0)
+    m = V.evaluate_row(r, batch).workload_metrics["main"]
+    t = schedule_table(V.row_instance(r, batch), "main")
+    return m, {k: float(v[0]) for k, v in t.features.items()}
+
+
+def test_attention_dp_on_mla_partitions_the_latent_cache_and_keeps_dense_layers_data_parallel():
+    """DeepSeek-V3 (61 layers: 3 dense, 58 MoE; MLA latent 512 + 64 rope per token and layer, FP8):
+    KV per token 61 x 576 x 1 B = 35,136 B, 64 sequences at 2000 tokens 4,497,408,000 B, whole on
+    every TP rank (the latent is shared by the heads) and 1/8 of it under attention DP:
+    562,176,000 B. Decode ring steps: TP 8 2 x 61 x 14 + 7 = 1,715; attention DP only around the 58
+    MoE blocks (the dense layers are data-parallel end to end, TensorRT-LLM's `_compute_mlp_tp_size`:
+    "If using attention DP, the MLP also uses DP instead of TP"): 58 x 14 = 812. The host handles
+    64 / 8 = 8 sequences per rank."""
+    from codesign.model.workload import load_workload, param_counts
+
+    m_tp, f_tp = _features("deepseek-v3", 8, 1, False, 64)
+    m_dp, f_dp = _features("deepseek-v3", 8, 1, True, 64)
+    assert m_tp["kv_per_device_B"] == 4_497_408_000
+    assert m_dp["kv_per_device_B"] == 562_176_000
+    assert (f_tp["decode.collective_steps"], f_dp["decode.collective_steps"]) == (1_715, 812)
+    assert (f_tp["decode.sequences"], f_dp["decode.sequences"]) == (64, 8)
+    pc = param_counts(load_workload("deepseek-v3"))
+    whole = (pc.attention + pc.norms + pc.router + pc.dense_mlp + pc.shared_experts) * 1 + (pc.embedding + pc.lm_head) * 2
+    assert m_dp["weights_per_device_B"] - m_tp["weights_per_device_B"] == pytest.approx(whole * 7 / 8, rel=1e-12)
+
+
+def test_attention_dp_with_pipeline_stages_sends_each_ranks_own_share():
+    """Qwen3-235B at TP 4, PP 2 (47 layers per stage), 64 sequences: micro-batch 32, message
+    32 x 4096 x 2 B = 262,144 B. TP: 94 all-reduces of 2 x 3/4 of it (393,216 B, 6 steps) + the
+    logits all-gather 3/4 x 32 x 151,936 x 2 B = 7,292,928 B (3 steps) + the stage send 262,144 B
+    = 44,517,376 B, 567 ring steps. Attention DP: 47 MoE blocks x 393,216 B + each rank's own
+    quarter of the send, 65,536 B = 18,546,688 B, 282 ring steps."""
+    _, f_tp = _features("qwen3-235b-a22b", 4, 2, False, 64)
+    _, f_dp = _features("qwen3-235b-a22b", 4, 2, True, 64)
+    assert (f_tp["decode.bytes_scale_up"], f_tp["decode.collective_steps"]) == (44_517_376, 567)
+    assert (f_dp["decode.bytes_scale_up"], f_dp["decode.collective_steps"]) == (18_546_688, 282)
+
+
+def test_attention_dp_splits_sequences_not_heads_and_rejects_uneven_concurrency():
+    w = load_workload("qwen3-235b-a22b")
+    base = {"tp": 3, "pp": 1, "ep": 1, "batch": 63, "weights_tier": "local", "kv_tier": "local"}
+    assert "attention heads" in structural_reason(w, None, 3, False, base, None)
+    assert structural_reason(w, None, 3, False, {**base, "attention_dp": True}, None) is None
+    r = V.Row("c", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, 1, "output_tokens_per_s", 1.0)
+    assert "does not split evenly" in V.skip_reason(r)
+    assert V.skip_reason(V.Row(**{**r.__dict__, "concurrency": 64})) is None

@@ -867,3 +867,35 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
     got = CliRunner().invoke(app, ["calibrate", str(nothing), "--out", str(empty)])
     assert got.exit_code == 2 and "no row can be fitted" in got.output
     assert not empty.exists() and not (tmp_path / "empty.split.json").exists()
+
+
+def test_a_calibration_fitted_on_a_split_of_ones_own_does_not_claim_the_hash_rule(tmp_path, monkeypatch):
+    """`validate` relabels rows by the id-hash rule only when the calibration says it was fitted
+    by it: a split that labels rows otherwise (here the inverse of the rule) is recorded as the
+    user's own, and the rows are not relabelled."""
+    from codesign.model import hardware
+    from codesign.schema import load_toml
+
+    rows = []
+    for i, (isl, osl) in enumerate([(128, 2048), (500, 2000), (1000, 1000), (2048, 2048), (128, 4096), (20000, 2000)]):
+        r = row(id=f"s{i}", gpu="l40s", isl=isl, osl=osl)
+        rows.append(csv_row(r.id, gpu="l40s", isl=isl, osl=osl, value=V.predict_row(r)["predicted"]))
+    path = write_csv(tmp_path / "m.csv", rows)
+    ids = [r["id"] for r in rows]
+    inverse = tmp_path / "inverse.json"
+    inverse.write_text(json.dumps({"fit": [i for i in ids if V.split_of(i) == "held-out"],
+                                   "held_out": [i for i in ids if V.split_of(i) == "fit"]}))
+    hashed = tmp_path / "hashed.json"
+    V.make_split(path, hashed)
+    assert V._is_hash_split(hashed) and not V._is_hash_split(inverse)
+    mine = tmp_path / "mine.toml"
+    V.fit_calibration(path, inverse, fit_memory=False, write=mine, pooled=False)
+    source = load_toml(mine)["source"]
+    assert V.SPLIT_METHOD not in source and "a split of the user's own" in source
+    assert "every chip not fitted keeps" in source
+    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(mine))
+    try:
+        assert not V._fitted_on_by_hash(path)
+    finally:
+        monkeypatch.delenv(hardware.CALIBRATION_ENV)
+        hardware.forget_calibration()

@@ -95,9 +95,9 @@ def structural_reason(
     adp = bool(s.get("attention_dp", False))
     if devices % (tp * pp):
         return f"tp*pp = {tp * pp} does not divide the {devices} devices"
-    if w.num_attention_heads % tp:
+    if w.num_attention_heads % tp and not adp:  # attention DP splits sequences, not heads
         return f"tp = {tp} does not divide {w.num_attention_heads} attention heads"
-    if w.mla is None and w.num_kv_heads % tp and tp % w.num_kv_heads:
+    if w.mla is None and w.num_kv_heads % tp and tp % w.num_kv_heads and not adp:
         return f"tp = {tp} neither divides nor is a multiple of {w.num_kv_heads} KV heads"
     if domain is not None and (domain % tp if tp <= domain else tp % domain):
         return f"tp = {tp} groups do not align with scale-up domains of {domain} devices"
@@ -164,6 +164,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     micro = batch / pp
     layers_stage = np.ceil(w.num_layers / pp)
     frac = layers_stage / w.num_layers
+    # MoE layers of the slowest stage (their share of its layers)
+    moe_stage = w.moe_layers * frac
     w_local = (d["weights_tier"] == "local").astype(float)
     kv_local = (d["kv_tier"] == "local").astype(float)
     # attention DP partitions the KV cache by sequence: every rank holds 1/TP of it, none twice
@@ -186,10 +188,11 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         flops = ((np.asarray(c.flops, dtype=float) - head_flops) * frac + head_flops) / tp
         head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
         weights_b = ((np.asarray(c.bytes_weights, dtype=float) - head_b) * frac + head_b) / tp
-        # attention DP (eq. 4.16): attention, norms, router, embedding and LM head whole on every
-        # rank; the MLPs and experts split over TP as before
+        # attention DP (eq. 4.16): attention, norms, routers, dense MLPs, shared experts, embedding
+        # and LM head whole on every rank (data-parallel); only the routed experts split over TP
         whole = (np.asarray(c.bytes_w_attn, dtype=float) + np.asarray(c.bytes_w_norms, dtype=float)
-                 + np.asarray(c.bytes_w_router, dtype=float)) * frac + head_b
+                 + np.asarray(c.bytes_w_router, dtype=float) + np.asarray(c.bytes_w_mlp_dense, dtype=float)
+                 + np.asarray(c.bytes_w_moe_shared, dtype=float)) * frac + head_b
         weights_b = weights_b + adp * whole * (1.0 - 1.0 / tp)
         kv_b = (np.asarray(c.bytes_kv_read, dtype=float) + np.asarray(c.bytes_kv_write, dtype=float)) * frac / shards
         # activations between kernels (eq. 4.5a): always in the device's own memory; the tensors
@@ -201,14 +204,17 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         act_rep = act_rep - adp * own * (1.0 - 1.0 / tp)
         act_b = (act_rep + np.asarray(c.bytes_act_sharded, dtype=float) / tp) * frac
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
+        # attention DP: a rank sends the next stage only its own sequences' hidden states
+        message_p2p = message * (1.0 - adp * (1.0 - 1.0 / tp))
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
         # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its
         # time in ring-equivalent bytes, and the bytes it moves (for the energy)
         ar_switch_timed, ar_switch_moved = network.in_switch_allreduce(tp, domain, message)
         # two all-reduces per layer; attention DP (eq. 4.17): one all-gather before and one
-        # reduce-scatter after the MLP/MoE block instead, the bytes and steps of one all-reduce
-        per_layer = (2.0 - adp) * layers_stage * (tp > 1)
+        # reduce-scatter after each MoE block instead (the bytes and steps of one all-reduce), and
+        # none around a dense layer, which is data-parallel end to end
+        per_layer = ((1.0 - adp) * 2.0 * layers_stage + adp * moe_stage) * (tp > 1)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
@@ -216,7 +222,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # attention DP: every rank holds the whole LM head and gathers no logits
         has_tp = (tp > 1).astype(float) * float(LOGITS_GATHER) * (1.0 - adp)
         same_domain = tp * pp <= domain
-        p2p = network.point_to_point(same_domain, message)
+        p2p = network.point_to_point(same_domain, message_p2p)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b
@@ -233,8 +239,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + has_tp * logits.scale_out_steps
                                          + has_p2p * p2p.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
-        # sequences of the stage step (the engine's host handles each once per step, eq. 5.3)
-        f[f"{phase}.sequences"] = micro
+        # sequences of the stage step on one rank's host (each handled once per step, eq. 5.3);
+        # attention DP: each rank schedules and samples only its own share
+        f[f"{phase}.sequences"] = micro / (1.0 + adp * (tp - 1.0))
         # ring steps of the step's TP collectives (eq. 4.10a): 2(n-1) per all-reduce (two per
         # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
         # ranks hand a block on and pass a flag barrier, whatever the message size
@@ -250,7 +257,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
     weights_dev = (body * frac * wb + both_ends * eb) / tp
     # attention DP (eq. 4.16): attention, norms, routers and the ends whole on every rank
-    whole_body = pc.attention + pc.norms + pc.router
+    whole_body = pc.attention + pc.norms + pc.router + pc.dense_mlp + pc.shared_experts
     weights_dev = weights_dev + adp * (whole_body * frac * wb + both_ends * eb) * (1.0 - 1.0 / tp)
     kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards
     f["weights_per_device_B"] = weights_dev

@@ -704,13 +704,15 @@ def activation_elements(w: Workload) -> tuple[float, float]:
 
 def attention_side_elements(w: Workload) -> float:
     """Of the whole-tensor activations of :func:`activation_elements`, the elements one token moves
-    on the attention side of the step (model.md eq. 4.18), which attention data parallelism keeps
-    on the rank that holds the sequence: per layer 9 h (input norm 2 h, QKV GEMM reads h,
-    O-projection writes h, residual add 3 h, post-attention norm 2 h), and once per step 4 h
-    (embedding gather, final norm, LM-head input). 0 when activation traffic is off."""
+    on the rank that holds its sequence under attention data parallelism (model.md eq. 4.18): in
+    an MoE layer the attention side, 9 h (input norm 2 h, QKV GEMM reads h, O-projection writes h,
+    residual add 3 h, post-attention norm 2 h); a dense layer, data-parallel end to end, all its
+    20 h; once per step 4 h (embedding gather, final norm, LM-head input). 0 when activation
+    traffic is off."""
     if not ACTIVATION_TRAFFIC:
         return 0.0
-    return 9.0 * w.hidden_size * w.num_layers + activation_parts(w).per_step
+    h = float(w.hidden_size)
+    return 9.0 * h * w.moe_layers + activation_parts(w).replicated_per_layer * w.dense_layers + activation_parts(w).per_step
 
 
 def step_costs(

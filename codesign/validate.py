@@ -185,6 +185,15 @@ class Row:
         """Attention data-parallel over the whole TP group (model.md §4.8)."""
         return self.attention_dp > 1 and self.attention_dp == self.tp
 
+    def engine_cap(self, cap: int | None) -> int | None:
+        """The engine's maximum batch for one replica: ``cap`` (per executor), times TP under
+        attention DP, where every rank runs its own executor with its own ``max_batch_size``
+        (TensorRT-LLM's PyTorch executor sizes each attention-DP rank as TP 1 and divides the
+        capacity by nothing; traced in ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
+        if cap is None:
+            return None
+        return cap * (self.tp if self.attention_dp_on else 1)
+
     @property
     def batch_step(self) -> int:
         """Granularity of a replica's batch: one sequence per stage (PP), and with attention DP
@@ -594,6 +603,7 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     kv = f * (usable - fp.weights_B)
     step = row.batch_step
     b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
+    cap = row.engine_cap(cap)
     if cap is not None:
         b = min(b, max(step, (cap // step) * step))
     if requests and row.request_limit is not None:
@@ -632,7 +642,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
     limits = [("memory", b)]
     if cap is not None:
-        limits.append(("engine", (cap // step) * step))
+        limits.append(("engine", (row.engine_cap(cap) // step) * step))
     if row.request_limit is not None and not variant.no_request_cap:
         limits.append(("requests", row.request_limit))
     bound, batch = min(limits, key=lambda lim: (lim[1], lim[0] != "memory"))

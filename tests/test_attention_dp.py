@@ -183,3 +183,11 @@ def test_attention_dp_splits_sequences_not_heads_and_rejects_uneven_concurrency(
     r = V.Row("c", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, 1, "output_tokens_per_s", 1.0)
     assert "does not split evenly" in V.skip_reason(r)
     assert V.skip_reason(V.Row(**{**r.__dict__, "concurrency": 64})) is None
+
+
+def test_the_engine_batch_cap_applies_to_each_attention_dp_rank():
+    """Each attention-DP rank runs its own executor with its own max_batch_size: a replica of 8
+    ranks may hold 8 x 4096 sequences; without attention DP the replica holds 4096."""
+    assert qwen_row(8).engine_cap(4096) == 8 * 4096
+    assert qwen_row(1).engine_cap(4096) == 4096
+    assert qwen_row(8).engine_cap(None) is None

@@ -248,7 +248,8 @@ def resolve_names(model: str, gpu: str, precision: str) -> tuple[str, str, str, 
 
 
 def _int_field(raw: dict[str, Any], key: str) -> int:
-    """An integer column (empty: 1 for pp, ep and attention_dp); a clear error otherwise."""
+    """An integer column (empty: 1 for pp, ep and attention_dp; attention_dp may also be true or
+    false, read in ``read_rows`` as the TP degree or 1); a clear error otherwise."""
     text = str(raw.get(key) or "").strip()
     if not text and key in _DEFAULT_ONE:
         return 1
@@ -323,6 +324,9 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
         for i, raw in enumerate(reader):
             rid = (raw.get("id") or "").strip() or f"line{i + 2}"
             try:
+                adp_text = str(raw.get("attention_dp") or "").strip().lower()
+                if adp_text in ("true", "yes", "false", "no"):  # a flag: over the whole TP group, or off
+                    raw = {**raw, "attention_dp": raw.get("tp") if adp_text in ("true", "yes") else "1"}
                 ints = {k: _int_field(raw, k) for k in INT_FIELDS}
                 model, gpu, precision, named_as = resolve_names(
                     str(raw["model"]).strip(), str(raw["gpu"]).strip(), str(raw.get("precision") or "").strip())

@@ -191,3 +191,21 @@ def test_the_engine_batch_cap_applies_to_each_attention_dp_rank():
     assert qwen_row(8).engine_cap(4096) == 8 * 4096
     assert qwen_row(1).engine_cap(4096) == 4096
     assert qwen_row(8).engine_cap(None) is None
+
+
+def test_attention_dp_may_be_given_as_a_flag(tmp_path):
+    """attention_dp = true reads as attention DP over the whole TP group (the degree = tp), false as 1."""
+    import csv
+
+    header = ["id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "attention_dp", "precision", "isl", "osl",
+              "concurrency", "metric", "value", "unit", "source"]
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for rid, flag in (("a", "true"), ("b", "False"), ("c", "maybe")):
+            w.writerow([rid, "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, flag, "fp8", 1000, 1000, "",
+                        "output_tokens_per_s", 1.0, "1/s", "x"])
+    rows, bad = V.read_rows(path)
+    assert {r.id: r.attention_dp for r in rows} == {"a": 8, "b": 1}
+    assert bad == [{"id": "c", "reason": "malformed row: column attention_dp: 'maybe' is not an integer"}]

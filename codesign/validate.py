@@ -702,14 +702,27 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             # counts read off the model: layers of the stage, ring steps of its TP collectives (eq. 4.10a)
             "layers": float(m[f"{ph}_step.layers"]),
             "collective_steps": (float(m[f"{ph}_step.collective_steps"]) if not variant.collective_per_call
-                                 else (2.0 * m[f"{ph}_step.layers"] + float(not variant.no_logits_gather))
-                                 * (row.tp > 1)),
+                                 else _collective_calls(row, m[f"{ph}_step.layers"], variant)),
             "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.21a)
             "sequences": float(m[f"{ph}_step.sequences"]),
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
                     phases["prefill"], phases["decode"], evaluated)
+
+
+def _collective_calls(row: Row, layers_stage: float, variant: Variant) -> float:
+    """TP collective calls of one stage step (the per-call ablation of §5.9): two all-reduces per
+    layer and the logits all-gather; under attention DP an all-gather and a reduce-scatter per MoE
+    layer of the stage (model.md eq. 4.17), no logits gather."""
+    from codesign.model.workload import load_workload
+
+    if row.tp <= 1:
+        return 0.0
+    if row.attention_dp_on:
+        w = load_workload(row.model)
+        return 2.0 * w.moe_layers * layers_stage / w.num_layers
+    return 2.0 * layers_stage + float(not variant.no_logits_gather)
 
 
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:

@@ -209,3 +209,14 @@ def test_attention_dp_may_be_given_as_a_flag(tmp_path):
     rows, bad = V.read_rows(path)
     assert {r.id: r.attention_dp for r in rows} == {"a": 8, "b": 1}
     assert bad == [{"id": "c", "reason": "malformed row: column attention_dp: 'maybe' is not an integer"}]
+
+
+def test_the_per_call_ablation_counts_attention_dp_calls():
+    """§5.9's per-call ablation: DeepSeek-V3 at TP 8 (61 layers, 58 MoE) makes 2 x 61 + 1 = 123 TP
+    collective calls per step; under attention DP an all-gather and a reduce-scatter per MoE layer,
+    2 x 58 = 116, and none at TP 1."""
+    r = V.Row("d", "deepseek-v3", "h200-sxm", 8, 8, 1, 8, 1, "fp8", 1000, 1000, 64, "output_tokens_per_s", 1.0)
+    adp = V.Row(**{**r.__dict__, "attention_dp": 8})
+    assert V._collective_calls(r, 61, V.MODEL) == 123
+    assert V._collective_calls(adp, 61, V.MODEL) == 116
+    assert V._collective_calls(V.Row(**{**r.__dict__, "tp": 1, "num_gpus": 1}), 61, V.MODEL) == 0

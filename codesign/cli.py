@@ -637,9 +637,7 @@ def validate_cmd(
 ) -> None:
     """Predict measured inference performance with the model; report per-row error and MAPE.
 
-    Rows follow shared/validation/measurements.csv's schema; optional columns num_requests and
-    kv_precision. Models and GPUs may be catalog ids, Hugging Face repositories or nvidia-smi
-    names (the report lists the names it read as ids)."""
+    Rows follow shared/validation/measurements.csv's schema; optional columns num_requests and kv_precision. Models and GPUs may be catalog ids, Hugging Face repositories or nvidia-smi names (the report lists the names it read as ids)."""
     from codesign import validate as v
 
     if not csv.exists():

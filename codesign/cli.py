@@ -32,7 +32,6 @@ out = Console()
 err = Console(stderr=True)
 
 
-@app.callback()
 def _options(
     ctx: typer.Context,
     calibration: Annotated[Path | None, typer.Option(
@@ -41,13 +40,9 @@ def _options(
     """Provably optimal hardware/schedule co-design for distributed LLM inference."""
     import os
 
-    from codesign.model.hardware import CALIBRATION_ENV
+    from codesign.model.hardware import CALIBRATION_ENV, calibration_path
 
     if calibration is not None:
-        if not calibration.is_file():
-            err.print(f"[bold red]error:[/] calibration file not found: {escape(str(calibration))} "
-                      "(`codesign calibrate CSV --out FILE` writes one)", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_INPUT)
         before = os.environ.get(CALIBRATION_ENV)
         os.environ[CALIBRATION_ENV] = str(calibration.resolve())
 
@@ -58,6 +53,7 @@ def _options(
                 os.environ[CALIBRATION_ENV] = before
 
         ctx.call_on_close(restore)
+        calibration_path()  # a missing file is bad input now, with the message every command gives
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 BudgetOpt = Annotated[
@@ -88,6 +84,9 @@ def handles_errors(fn):
             raise typer.Exit(EXIT_VERIFY) from None
 
     return wrapper
+
+
+app.callback()(handles_errors(_options))
 
 
 def _emit_json(data: Any) -> None:

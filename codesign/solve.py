@@ -358,10 +358,13 @@ def _rounding_dict(res) -> dict[str, Any] | None:
 
 
 def _provenance() -> dict[str, Any]:
-    import hashlib
     import platform
 
-    from codesign.model.hardware import calibration_path, shipped_calibration_path
+    from codesign.model.hardware import (
+        calibration_path,
+        calibration_sha256,
+        shipped_calibration_path,
+    )
 
     cal = calibration_path()
     return {
@@ -369,7 +372,7 @@ def _provenance() -> dict[str, Any]:
         # the calibration the model used (`codesign --calibration FILE` swaps it): a stored
         # solution re-checks only under the same one
         "calibration": "shipped" if cal == shipped_calibration_path() else str(cal),
-        "calibration_sha256": hashlib.sha256(cal.read_bytes()).hexdigest(),
+        "calibration_sha256": calibration_sha256(),
         "git_revision": git_revision(),
         "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
@@ -420,11 +423,12 @@ def check_solution(path: str | Path) -> dict[str, Any]:
     if data["design"] is None:
         return {"ok": data["status"] == "infeasible", "message": f"no design; status {data['status']}"}
     v = verify(inst, data["design"], data["internal_objective"])
-    why = _other_calibration(data.get("provenance") or {})
+    prov = data.get("provenance") or {}
     if not v.ok:
-        return {"ok": False, "message": "; ".join(v.problems) + why, "verification": v.as_dict()}
+        return {"ok": False, "message": "; ".join(v.problems) + _other_calibration(prov), "verification": v.as_dict()}
     if v.relative_difference is not None and v.relative_difference > AGREEMENT_RTOL:
-        return {"ok": False, "message": f"objective differs from the record by {v.relative_difference:.3g}{why}"}
+        return {"ok": False, "message": f"objective differs from the record by {v.relative_difference:.3g}"
+                                        f"{_other_calibration(prov)}"}
     obj = objective_from_internal(inst, v.objective_model)
     return {
         "ok": True,
@@ -437,12 +441,10 @@ def check_solution(path: str | Path) -> dict[str, Any]:
 
 def _other_calibration(provenance: dict[str, Any]) -> str:
     """A note when the solution was solved under another calibration than the one in use."""
-    import hashlib
-
-    from codesign.model.hardware import calibration_path
+    from codesign.model.hardware import calibration_sha256
 
     recorded = provenance.get("calibration_sha256")
-    if recorded is None or recorded == hashlib.sha256(calibration_path().read_bytes()).hexdigest():
+    if recorded is None or recorded == calibration_sha256():
         return ""
     return (f" (it was solved under calibration {provenance.get('calibration', '?')} "
             f"sha256 {recorded[:12]}, not the one in use; `codesign --calibration FILE check-solution` checks it under its own)")

@@ -181,6 +181,11 @@ class Row:
         return self.num_gpus // (self.tp * self.pp)
 
     @property
+    def kv_cache_precision(self) -> str:
+        """The KV cache's precision: the row's ``kv_precision``, else the engine's rule."""
+        return self.kv_precision or engine_kv_precision(self.precision)
+
+    @property
     def attention_dp_on(self) -> bool:
         """Attention data-parallel over the whole TP group (model.md §4.8)."""
         return self.attention_dp > 1 and self.attention_dp == self.tp
@@ -202,7 +207,7 @@ class Row:
 
     @property
     def request_limit(self) -> int | None:
-        """Most sequences one replica can run at a time for lack of requests (a multiple of PP):
+        """Most sequences one replica can run at a time for lack of requests (a multiple of ``batch_step``):
         the requests per replica of an offline row, None if their number is unknown or the row
         has a fixed concurrency."""
         if self.num_requests is None or self.concurrency is not None:
@@ -486,7 +491,7 @@ def row_instance(row: Row, batch: int, variant: Variant = MODEL):
                 "name": "main",
                 "workload": row.model,
                 "precision": row.precision,
-                "kv_precision": row.kv_precision or engine_kv_precision(row.precision),
+                "kv_precision": row.kv_cache_precision,
                 "phase": "both",
                 "input_tokens": row.isl,
                 "output_tokens": row.osl,
@@ -532,8 +537,8 @@ def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
         return f"unknown chip {row.gpu!r}" + (f" ({exc.suggestion})" if exc.suggestion else "")
     if row.precision not in BYTES_PER_ELEMENT:
         return f"unknown precision {row.precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
-    if row.kv_precision and row.kv_precision not in BYTES_PER_ELEMENT:
-        return f"unknown kv_precision {row.kv_precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
+    if row.kv_cache_precision not in BYTES_PER_ELEMENT:
+        return f"unknown kv_precision {row.kv_cache_precision!r} (known: {', '.join(BYTES_PER_ELEMENT)})"
     if row.attention_dp > 1 and not row.attention_dp_on:
         return (f"attention_dp = {row.attention_dp} with tp = {row.tp}: attention data parallelism over part "
                 "of the TP group is not modelled (only over all of it, model.md §4.8)")
@@ -574,7 +579,7 @@ class Footprint:
 
 
 def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
-    """Read the affine memory footprint off one evaluation at batch = PP."""
+    """Read the affine memory footprint off one evaluation at the smallest batch (``batch_step``)."""
     from codesign.model.hardware import kv_cache_free_fraction
 
     ev = evaluate_row(row, row.batch_step, variant)
@@ -590,7 +595,7 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
 
 def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None, *,
                requests: bool = True) -> int:
-    """Largest batch (multiple of PP) whose KV cache fits, at most ``cap`` and (if ``requests``)
+    """Largest batch (multiple of ``batch_step``) whose KV cache fits, at most ``cap`` and (if ``requests``)
     the row's requests per replica (``Row.request_limit``); 0 if none fits.
 
     The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
@@ -627,9 +632,9 @@ class BatchChoice:
 
 def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = MODEL) -> BatchChoice:
     """The memory-filling batch of an offline row, decided by the model's ``memory-capacity-local``
-    audit: feasible at the returned batch, infeasible one step (PP sequences) above it, unless the
+    audit: feasible at the returned batch, infeasible one step (``batch_step`` sequences) above it, unless the
     engine's maximum batch ``cap`` or the row's requests per replica bind first (``bound``).
-    ``batch == 0`` (with ``reason``) if not even PP sequences fit."""
+    ``batch == 0`` (with ``reason``) if not even one step fits."""
     fp = footprint(row, variant)
     step = row.batch_step
     b = batch_from(row, fp, None, None, requests=False)
@@ -968,7 +973,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         choice = BatchChoice(batch_from(row, fp, None, None), fp, "concurrency")
     rec: dict[str, Any] = {
         "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
-        "precision": row.precision, "kv_precision": row.kv_precision or engine_kv_precision(row.precision),
+        "precision": row.precision, "kv_precision": row.kv_cache_precision,
         "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
         "measured": row.value, "num_requests": row.num_requests,

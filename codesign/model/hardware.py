@@ -206,6 +206,13 @@ def calibration_path() -> Path:
     return path
 
 
+def calibration_sha256() -> str:
+    """sha256 of the calibration file in use (solutions record it; ``check-solution`` compares)."""
+    import hashlib
+
+    return hashlib.sha256(calibration_path().read_bytes()).hexdigest()
+
+
 @cache
 def _load_calibration(path: Path) -> CalibrationFile:
     return validate(CalibrationFile, load_toml(path), file=path)

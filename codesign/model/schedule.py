@@ -256,7 +256,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     body = pc.total - pc.embedding - pc.lm_head
     both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
     weights_dev = (body * frac * wb + both_ends * eb) / tp
-    # attention DP (eq. 4.16): attention, norms, routers and the ends whole on every rank
+    # attention DP (eq. 4.16): attention, norms, routers, dense MLPs, shared experts and the ends
+    # whole on every rank
     whole_body = pc.attention + pc.norms + pc.router + pc.dense_mlp + pc.shared_experts
     weights_dev = weights_dev + adp * (whole_body * frac * wb + both_ends * eb) * (1.0 - 1.0 / tp)
     kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards

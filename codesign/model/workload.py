@@ -711,8 +711,8 @@ def attention_side_elements(w: Workload) -> float:
     traffic is off."""
     if not ACTIVATION_TRAFFIC:
         return 0.0
-    h = float(w.hidden_size)
-    return 9.0 * h * w.moe_layers + activation_parts(w).replicated_per_layer * w.dense_layers + activation_parts(w).per_step
+    a = activation_parts(w)
+    return 9.0 * w.hidden_size * w.moe_layers + a.replicated_per_layer * w.dense_layers + a.per_step
 
 
 def step_costs(

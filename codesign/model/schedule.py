@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
 LOGITS_GATHER = True
 PHASES = ("prefill", "decode")
-#: base features per phase (column ``<phase>.<feature>``)
 PHASE_FEATURES = (
     "flops",
     "bytes_local",

@@ -41,18 +41,6 @@ if TYPE_CHECKING:
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
 LOGITS_GATHER = True
 PHASES = ("prefill", "decode")
-PHASE_FEATURES = (
-    "flops",
-    "bytes_local",
-    "bytes_pool",
-    "bytes_scale_up",
-    "steps_scale_up",
-    "bytes_scale_out",
-    "steps_scale_out",
-    "layers",
-    "collective_steps",
-    "sequences",
-)
 
 
 @dataclass

@@ -424,6 +424,11 @@ class Variant:
     #: fit the host time per sequence of a step too (``host_us_per_sequence``, eq. 5.3): an
     #: engine whose scheduler and sampler run per request on the CPU (VALIDATION.md §6.3)
     fit_host: bool = False
+    #: proposal: the engine's dynamic batch-size tuner lowers the memory batch to a table value
+    #: (``runtime_batch``)
+    runtime_batch_table: bool = False
+    #: the embedding table whole on every TP rank (schedule.REPLICATED_EMBEDDING)
+    replicated_embedding: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -450,6 +455,9 @@ def model_switches(variant: Variant):
 
     saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC)
     saved_switch = network.IN_SWITCH_MIN_RANKS
+    saved_embedding = schedule.REPLICATED_EMBEDDING
+    if variant.replicated_embedding:
+        schedule.REPLICATED_EMBEDDING = True
     if variant.ring_allreduce:
         network.IN_SWITCH_MIN_RANKS = math.inf
     if variant.embeddings_at_weight_precision:
@@ -463,6 +471,7 @@ def model_switches(variant: Variant):
     finally:
         workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC = saved
         network.IN_SWITCH_MIN_RANKS = saved_switch
+        schedule.REPLICATED_EMBEDDING = saved_embedding
 
 
 def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
@@ -593,8 +602,28 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
     )
 
 
+#: TensorRT-LLM's dynamic batch-size tuner (``executor::DynamicBatchConfig::kDefaultBatchSizeTable``
+#: and ``DynamicBatchTuner::getRuntimeBatchSize``): the batch the KV cache holds at the run's mean
+#: ISL + OSL, the "max capacity batch size" c, is lowered to a table value: c < 144 -> 128, < 336 ->
+#: 256, < 672 -> 512, < 832 -> 768, < 1280 -> 1024, < 1664 -> 1536; beyond, c rounded down to a
+#: multiple of 512 when within 128 of it, else c
+RUNTIME_BATCH_TABLE: tuple[tuple[int, int], ...] = ((144, 128), (336, 256), (672, 512), (832, 768), (1280, 1024),
+                                                     (1664, 1536))
+RUNTIME_BATCH_GRANULARITY, RUNTIME_BATCH_FALLBACK = 512, 128
+
+
+def runtime_batch(capacity: int) -> int:
+    """The engine's runtime maximum batch for a KV cache that holds ``capacity`` sequences
+    (``RUNTIME_BATCH_TABLE``); the batch in flight is the smaller of the two."""
+    for limit, size in RUNTIME_BATCH_TABLE:
+        if capacity < limit:
+            return min(size, capacity)
+    floor = capacity // RUNTIME_BATCH_GRANULARITY * RUNTIME_BATCH_GRANULARITY
+    return floor if capacity < floor + RUNTIME_BATCH_FALLBACK else capacity
+
+
 def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None, *,
-               requests: bool = True) -> int:
+               requests: bool = True, table: bool = False) -> int:
     """Largest batch (multiple of ``batch_step``) whose KV cache fits, at most ``cap`` and (if ``requests``)
     the row's requests per replica (``Row.request_limit``); 0 if none fits.
 
@@ -612,6 +641,8 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     kv = f * (usable - fp.weights_B)
     step = row.batch_step
     b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
+    if table:
+        b = max(runtime_batch(b) // step * step, min(b, step))
     cap = row.engine_cap(cap)
     if cap is not None:
         b = min(b, max(step, (cap // step) * step))
@@ -1011,11 +1042,13 @@ def _is_hash_split(split_file: str | Path) -> bool:
 
 
 def _fitted_on_by_hash(csv_path: str | Path) -> bool:
-    """Whether the calibration in use records a fit on this file (its sha256) with the id-hash split."""
+    """Whether the calibration in use records (its ``[fitted_on]`` table) a fit on this very file
+    (its sha256) with the id-hash split."""
     from codesign.model.hardware import calibration_file
 
-    source = calibration_file().source
-    return f"sha256 {file_sha256(csv_path)[:12]})" in source and SPLIT_METHOD in source
+    fitted_on = calibration_file().fitted_on
+    return (fitted_on is not None and fitted_on.split_rule == "id-hash"
+            and fitted_on.csv_sha256 == file_sha256(csv_path))
 
 
 def run_validation(
@@ -1107,8 +1140,8 @@ class _Stack:
 
     @classmethod
     def build(cls, rows: list[Row], cache: _TermCache, mem: dict[str, float] | None, cap: int | None) -> _Stack:
-        batches = [batch_from(r, cache.footprint(r), mem, cap, requests=not cache.variant.no_request_cap)
-                   for r in rows]
+        batches = [batch_from(r, cache.footprint(r), mem, cap, requests=not cache.variant.no_request_cap,
+                              table=cache.variant.runtime_batch_table) for r in rows]
         zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0, "memory_peak_GBps": 1.0}
         extra: dict[str, Any] = {}
         if cache.variant.request_waves:
@@ -1407,6 +1440,23 @@ def calibration_path() -> Path:
     return shipped_calibration_path()
 
 
+def _without_table(lines: list[str], name: str) -> list[str]:
+    """``lines`` of a TOML file without the table ``[name]`` (its header, keys and the comment
+    lines right above it)."""
+    out: list[str] = []
+    skipping = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("["):
+            skipping = stripped == f"[{name}]"
+            if skipping:
+                while out and out[-1].lstrip().startswith("#"):
+                    out.pop()
+        if not skipping:
+            out.append(line)
+    return out
+
+
 def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *, csv_path: str | Path | None = None,
                       split_file: str | Path | None = None, base: str | Path | None = None) -> Path:
     """Write fitted family values into calibration.toml's ``[chips.<id>]`` tables (``[default]``
@@ -1447,12 +1497,13 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     def val(v: Any) -> str:
         return repr(float(v)) if isinstance(v, float | int) and not isinstance(v, bool) else json.dumps(v)
 
-    # keep everything before the first [chips.*] table (comments, [default]) except `source`
+    # keep everything before the first [chips.*] table (comments, [default]) except `source` and
+    # the [fitted_on] table, which are written anew
     old = text0.splitlines()
     cut = next((i for i, line in enumerate(old) if line.strip().startswith("[chips.")), len(old))
     while cut > 0 and (not old[cut - 1].strip() or old[cut - 1].lstrip().startswith("#")):
         cut -= 1
-    head = old[:cut]
+    head = _without_table(old[:cut], "fitted_on")
     if not any(line.strip() == "[default]" for line in head):
         default = hardware.calibration_file().default.model_dump()
         head += ["", "[default]", *[f"{k} = {val(v)}" for k, v in default.items()]]
@@ -1463,6 +1514,13 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     else:
         del head[at]
     lines = [*head[:at], f"source = {json.dumps(src)}", *head[at:]]
+    if csv_path is not None:  # what `validate` reads to relabel this file's rows (hardware.FittedOn)
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines += ["", "# what the [chips.*] values were fitted on (codesign calibrate)", "[fitted_on]",
+                  f"csv = {json.dumps(Path(csv_path).name)}", f"csv_sha256 = {json.dumps(file_sha256(csv_path))}",
+                  f"split = {json.dumps(Path(split_file).name if split_file is not None else 'by row id')}",
+                  f"split_rule = {json.dumps('id-hash' if by_hash else 'own')}"]
     for cid in sorted(chips):
         lines.append("")
         if cid in fam_of_chip:
@@ -1578,6 +1636,7 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),
+    Variant("runtime-batch-table", runtime_batch_table=True),
 )
 
 

@@ -893,9 +893,21 @@ def test_a_calibration_fitted_on_a_split_of_ones_own_does_not_claim_the_hash_rul
     source = load_toml(mine)["source"]
     assert V.SPLIT_METHOD not in source and "a split of the user's own" in source
     assert "every chip not fitted keeps" in source
+    assert load_toml(mine)["fitted_on"] == {"csv": "m.csv", "csv_sha256": V.file_sha256(path),
+                                            "split": "inverse.json", "split_rule": "own"}
     monkeypatch.setenv(hardware.CALIBRATION_ENV, str(mine))
     try:
         assert not V._fitted_on_by_hash(path)
+        # fitted again into the same file by the rule: one [fitted_on] table, which now claims it
+        V.fit_calibration(path, hashed, fit_memory=False, write=mine, pooled=False)
+        assert mine.read_text().count("[fitted_on]") == 1
+        assert load_toml(mine)["fitted_on"]["split_rule"] == "id-hash"
+        assert V._fitted_on_by_hash(path)
+        # the claim is the table's, not the source line's: without the table, no relabelling
+        text = mine.read_text()
+        mine.write_text(text[:text.index("# what the [chips.*]")] + text[text.index("\n[chips.") + 1:])
+        hardware.forget_calibration()
+        assert V.SPLIT_METHOD in load_toml(mine)["source"] and not V._fitted_on_by_hash(path)
     finally:
         monkeypatch.delenv(hardware.CALIBRATION_ENV)
         hardware.forget_calibration()

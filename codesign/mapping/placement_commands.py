@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from codesign.mapping.commands import host_term_lints
 from codesign.mapping.family import design_or_baseline, solve_command
 from codesign.mapping.placement import list_placement_instances, load_placement
 from codesign.mapping.placement_solve import require_design, solve_placement
@@ -77,7 +78,7 @@ def summary(name: str) -> dict[str, Any]:
         "space_size": space_size(pb),
         "objective": {"metric": pb.objective, "sense": objective_sense(pb)},
         "budgets": s.budgets.model_dump(exclude_none=True),
-        "lints": [],
+        "lints": host_term_lints([s.devices.chip]),
     }
 
 
@@ -104,6 +105,8 @@ def print_summary(console, data: dict[str, Any]) -> None:
         f"per device: fixed {pd['fixed_store_B'] / GiB:.2f} GiB + {pd['expert_store_B'] / GiB:.3f} GiB per expert (all MoE layers), usable "
         f"{pd['usable_capacity_B'] / GiB:.2f} GiB -> at most {pd['max_experts']} experts; fixed step part {pd['fixed_step_s'] * 1e3:.3f} ms"
     )
+    for x in data["lints"]:
+        console.print(f"[yellow]lint {x['severity']} {x['code']}[/]: {escape(x['message'])}", highlight=False)
 
 
 def print_design(console, pb, design: dict[str, Any], ev) -> None:

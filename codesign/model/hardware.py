@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -167,8 +167,24 @@ class Calibration(Strict):
 ENGINE_CALIBRATION_KEYS = ("kv_cache_free_fraction",)
 
 
+class FittedOn(Strict):
+    """What a fitted calibration was fitted on (written by ``codesign calibrate``): the
+    measurements file and how its rows were split. ``validate`` reads it to label the rows of that
+    very file when no split file is given."""
+
+    #: the measurements file's name and sha256 (hex, of its bytes)
+    csv: str
+    csv_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    #: the split file's name, or "by row id" when the rows were labelled by the rule itself
+    split: str
+    #: "id-hash": every row labelled as ``validate.split_of`` labels it (the rows can be relabelled
+    #: without the split file); "own": a split of the user's own
+    split_rule: Literal["id-hash", "own"]
+
+
 class CalibrationFile(Strict):
     source: str = ""
+    fitted_on: FittedOn | None = None
     default: Calibration
     chips: dict[str, dict[str, float]] = Field(default_factory=dict)
 

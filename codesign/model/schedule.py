@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 #: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
 LOGITS_GATHER = True
+#: the embedding table whole on every TP rank (TensorRT-LLM's default, ``use_parallel_embedding``
+#: False) instead of split over TP with the LM head (experiment)
+REPLICATED_EMBEDDING = False
 PHASES = ("prefill", "decode")
 
 
@@ -239,10 +242,12 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
 
     # memory footprint per device (full context at the end of generation)
     pc = param_counts(w)
-    edge = max(pc.embedding, pc.lm_head)
     body = pc.total - pc.embedding - pc.lm_head
-    both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, edge)
-    weights_dev = (body * frac * wb + both_ends * eb) / tp
+    embed_dev = pc.embedding * eb / (1.0 if REPLICATED_EMBEDDING else tp)
+    head_dev = pc.lm_head * eb / tp
+    ends_dev = np.where(pp == 1, embed_dev + head_dev, np.maximum(embed_dev, head_dev))
+    both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, max(pc.embedding, pc.lm_head))
+    weights_dev = body * frac * wb / tp + ends_dev
     # attention DP (eq. 4.16): attention, norms, routers, dense MLPs, shared experts and the ends
     # whole on every rank
     whole_body = pc.attention + pc.norms + pc.router + pc.dense_mlp + pc.shared_experts

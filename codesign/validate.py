@@ -1636,7 +1636,9 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),
+    # engine rules of TensorRT-LLM's TensorRT flow (VALIDATION.md §6.4, benchmarks/engine_rules.py)
     Variant("runtime-batch-table", runtime_batch_table=True),
+    Variant("replicated-embedding", replicated_embedding=True),
 )
 
 

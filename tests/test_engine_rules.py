@@ -94,3 +94,12 @@ def test_mapping_and_placement_say_they_leave_out_a_fitted_host_term(tmp_path):
             assert "host-term-not-modelled" in shown.output
     finally:
         hardware.forget_calibration()
+
+
+def test_under_attention_dp_the_ends_are_whole_either_way():
+    """Attention DP already keeps the embedding and LM head whole on every rank (model.md eq. 4.16):
+    the replicated embedding adds nothing there (no double count)."""
+    r = V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    replicated = V.Variant("replicated-embedding", replicated_embedding=True)
+    w = [V.evaluate_row(r, 64, v).workload_metrics["main"]["weights_per_device_B"] for v in (V.MODEL, replicated)]
+    assert w[0] == w[1]

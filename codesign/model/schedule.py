@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 #: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
 LOGITS_GATHER = True
-#: the embedding table whole on every TP rank (TensorRT-LLM's default, ``use_parallel_embedding``
-#: False) instead of split over TP with the LM head (experiment)
+#: the embedding table whole on every TP rank (the default of TensorRT-LLM's TensorRT flow,
+#: ``use_parallel_embedding`` False) instead of split over TP like the LM head; False is the
+#: model's, True only for the validation proposal ``replicated-embedding`` (VALIDATION.md §6.4)
 REPLICATED_EMBEDDING = False
 PHASES = ("prefill", "decode")
 
@@ -243,15 +244,16 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # memory footprint per device (full context at the end of generation)
     pc = param_counts(w)
     body = pc.total - pc.embedding - pc.lm_head
+    # the ends (embedding, LM head) of the heaviest stage: both at PP 1, the larger one otherwise
     embed_dev = pc.embedding * eb / (1.0 if REPLICATED_EMBEDDING else tp)
     head_dev = pc.lm_head * eb / tp
     ends_dev = np.where(pp == 1, embed_dev + head_dev, np.maximum(embed_dev, head_dev))
-    both_ends = np.where(pp == 1, pc.embedding + pc.lm_head, max(pc.embedding, pc.lm_head))
+    ends_whole = np.where(pp == 1, pc.embedding + pc.lm_head, max(pc.embedding, pc.lm_head)) * eb
     weights_dev = body * frac * wb / tp + ends_dev
     # attention DP (eq. 4.16): attention, norms, routers, dense MLPs, shared experts and the ends
     # whole on every rank
     whole_body = pc.attention + pc.norms + pc.router + pc.dense_mlp + pc.shared_experts
-    weights_dev = weights_dev + adp * (whole_body * frac * wb + both_ends * eb) * (1.0 - 1.0 / tp)
+    weights_dev = weights_dev + adp * (whole_body * frac * wb * (1.0 - 1.0 / tp) + ends_whole - ends_dev)
     kv_dev = batch * np.asarray(kv_cache_bytes(w, isl + osl, kvb), dtype=float) * frac / shards
     f["weights_per_device_B"] = weights_dev
     f["kv_per_device_B"] = kv_dev

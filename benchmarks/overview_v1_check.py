@@ -87,7 +87,7 @@ def refit(family: str, dense_only: bool, host: bool = False) -> dict:
             writer = csv.DictWriter(g, fieldnames=reader.fieldnames)
             writer.writeheader()
             for row in reader:
-                if row["gpu"] in V.CHIP_FAMILIES[family] and (not dense_only or row["model"].startswith("llama-3")):
+                if V.family_of(row["gpu"]) == family and (not dense_only or row["model"].startswith("llama-3")):
                     writer.writerow(row)
         split = Path(tmp) / "split.json"
         V.make_split(path, split)

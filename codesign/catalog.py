@@ -123,6 +123,10 @@ class Chip(CatalogEntry):
     #: other names of this chip in measurement files (nvidia-smi's, a product name), read as this
     #: id by :func:`resolve_chip` (``codesign.names``)
     aliases: list[str] = Field(default_factory=list)
+    #: calibration family (VALIDATION.md §4): chips with the same die, power limit and TP fabric,
+    #: fitted as one and sharing one calibration; a chip without its own calibration table takes
+    #: its family's (``hardware.calibration_for``). None: a family of its own
+    family: str | None = Field(default=None, min_length=1)
     assumptions: list[str] = Field(default_factory=list)
 
     @field_validator("peak_dense_TFLOPS")

@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +45,24 @@ import numpy as np
 
 from codesign.errors import InputError
 
-#: chip family -> catalog chip ids; calibration is fitted per family and written to the
-#: ``[chips.<id>]`` table of every chip of a fitted family
-CHIP_FAMILIES: dict[str, tuple[str, ...]] = {
-    # the 400 W SXM module on NVLink 3 and the 300 W PCIe card on PCIe: same GA100 silicon, but a
-    # different power limit (sustained clock) and a different TP fabric (VALIDATION.md §5.4), so
-    # one family's efficiencies and collective latency cannot describe both
-    "ampere": ("a100-sxm-80gb",),
-    "ampere-pcie": ("a100-pcie-80gb",),
-    "hopper": ("h100-sxm", "h200-sxm"),
-    "ada": ("l40s",),
-    "blackwell": ("b200", "gb200"),
-    "blackwell-workstation": ("rtx-pro-6000",),
-    "cdna3": ("mi300x",),
-}
+
+@cache
+def _family_by_chip() -> dict[str, str]:
+    """Each catalog chip's calibration family (its ``family``, else its own id); read once."""
+    from codesign import catalog
+
+    return {cid: catalog.load_chip(cid).family or cid for cid in catalog.list_ids("chips")}
+
+
+def chip_families() -> dict[str, tuple[str, ...]]:
+    """Calibration family -> catalog chip ids, from each chip's ``family`` (a chip without one is
+    a family of its own). The calibration is fitted per family and written to the
+    ``[chips.<id>]`` table of every chip of a fitted family (VALIDATION.md §4)."""
+    out: dict[str, list[str]] = {}
+    for cid, fam in _family_by_chip().items():
+        out.setdefault(fam, []).append(cid)
+    return {fam: tuple(chips) for fam, chips in sorted(out.items())}
+
 
 #: metrics the validator predicts
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_s", "e2e_latency_s")
@@ -139,11 +144,9 @@ DEFAULT_MEASUREMENTS = REPO_ROOT.parent / "shared" / "validation" / "measurement
 
 
 def family_of(chip: str) -> str:
-    """The calibration family of a catalog chip (the chip id itself if it belongs to none)."""
-    for fam, chips in CHIP_FAMILIES.items():
-        if chip in chips:
-            return fam
-    return chip
+    """The calibration family of a catalog chip (its ``family``; the chip id itself if it has none
+    or is not in the catalog)."""
+    return _family_by_chip().get(chip, chip)
 
 
 # --- reading measurements ---------------------------------------------------------------------

@@ -250,10 +250,26 @@ def kv_cache_free_fraction() -> float:
 
 
 def calibration_for(chip_or_family: str) -> Calibration:
-    """The default calibration overridden by the chip's (or 3D family's) own entries."""
+    """The default calibration overridden by the chip's (or 3D family's) own entries. A catalog chip
+    without a table of its own takes its calibration family's (the chip's ``family``): the table of
+    the first chip of that family, by id, that has one; else only ``[default]``."""
     cal = calibration_file()
-    over = cal.chips.get(chip_or_family, {})
+    over = cal.chips.get(chip_or_family)
+    if over is None:
+        over = _family_table(cal, chip_or_family)
     return Calibration.model_validate({**cal.default.model_dump(), **over})
+
+
+def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float]:
+    """The calibration table a catalog chip without its own inherits from its family ({} if none)."""
+    from codesign import catalog
+
+    ids = catalog.list_ids("chips")
+    family = catalog.load_chip(chip).family if chip in ids else None
+    if family is None:
+        return {}
+    kin = [c for c in ids if c in cal.chips and catalog.load_chip(c).family == family]
+    return cal.chips[kin[0]] if kin else {}
 
 
 def achieved_memory_fraction(memory_efficiency: Any, cap_GBps: float | None, peak_GBps: Any) -> Any:

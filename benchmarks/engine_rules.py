@@ -109,10 +109,12 @@ def main() -> None:
     t0 = time.perf_counter()
     out_path = Path(args.out)
     out: dict[str, Any] = json.loads(out_path.read_text()) if out_path.exists() else {}
-    if out.get("csv_sha256") not in (None, V.file_sha256(args.csv)):
-        out = {}  # results of another file: start afresh
-    out.update({"csv": args.csv, "csv_sha256": V.file_sha256(args.csv)})
-    seconds: dict[str, float] = out.get("seconds") if isinstance(out.get("seconds"), dict) else {}
+    inputs = {"csv": args.csv, "csv_sha256": V.file_sha256(args.csv), "split": args.split,
+              "split_sha256": V.file_sha256(args.split)}
+    if any(out.get(k) not in (None, inputs[k]) for k in ("csv_sha256", "split_sha256")):
+        out = {}  # results of another file or split: start afresh
+    out.update(inputs)
+    seconds = {k: v for k, v in out.get("seconds", {}).items() if k in PARTS} if isinstance(out.get("seconds"), dict) else {}
     fields = ("fit_mape_pct", "held_out_mape_pct", "params")
     if "variants" in parts:
         t = time.perf_counter()

@@ -383,6 +383,12 @@ def list_ids(kind: str) -> list[str]:
     return sorted(p.stem for p in catalog_dir(kind).glob("*.toml"))
 
 
+def chip_family(chip_id: str) -> str:
+    """A catalog chip's calibration family: its ``family``, else its own id (a family of its own);
+    an id that is not a catalog chip is its own family too."""
+    return (load_chip(chip_id).family or chip_id) if chip_id in list_ids("chips") else chip_id
+
+
 def _is_path(id_or_path: str | Path) -> bool:
     text = str(id_or_path)
     return isinstance(id_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text

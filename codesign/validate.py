@@ -33,11 +33,11 @@ import csv
 import hashlib
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +46,15 @@ import numpy as np
 from codesign.errors import InputError
 
 
-@cache
-def _family_by_chip() -> dict[str, str]:
-    """Each catalog chip's calibration family (its ``family``, else its own id); read once."""
-    from codesign import catalog
-
-    return {cid: catalog.load_chip(cid).family or cid for cid in catalog.list_ids("chips")}
-
-
 def chip_families() -> dict[str, tuple[str, ...]]:
     """Calibration family -> catalog chip ids, from each chip's ``family`` (a chip without one is
     a family of its own). The calibration is fitted per family and written to the
     ``[chips.<id>]`` table of every chip of a fitted family (VALIDATION.md §4)."""
+    from codesign import catalog
+
     out: dict[str, list[str]] = {}
-    for cid, fam in _family_by_chip().items():
-        out.setdefault(fam, []).append(cid)
+    for cid in catalog.list_ids("chips"):
+        out.setdefault(catalog.chip_family(cid), []).append(cid)
     return {fam: tuple(chips) for fam, chips in sorted(out.items())}
 
 
@@ -146,7 +140,9 @@ DEFAULT_MEASUREMENTS = REPO_ROOT.parent / "shared" / "validation" / "measurement
 def family_of(chip: str) -> str:
     """The calibration family of a catalog chip (its ``family``; the chip id itself if it has none
     or is not in the catalog)."""
-    return _family_by_chip().get(chip, chip)
+    from codesign import catalog
+
+    return catalog.chip_family(chip)
 
 
 # --- reading measurements ---------------------------------------------------------------------
@@ -684,6 +680,8 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
             f"usable; the KV cache of {step} sequence(s) needs {fp.kv_per_sequence_B * step / 1e9:.2f} GB "
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
     limits = [("memory", b)]
+    if variant.runtime_batch_table:  # the engine's runtime batch table (a proposal, runtime_batch)
+        limits.append(("engine", max(runtime_batch(b) // step * step, step)))
     if cap is not None:
         limits.append(("engine", (row.engine_cap(cap) // step) * step))
     if row.request_limit is not None and not variant.no_request_cap:
@@ -1049,9 +1047,11 @@ def _fitted_on_by_hash(csv_path: str | Path) -> bool:
     (its sha256) with the id-hash split."""
     from codesign.model.hardware import calibration_file
 
-    fitted_on = calibration_file().fitted_on
-    return (fitted_on is not None and fitted_on.split_rule == "id-hash"
-            and fitted_on.csv_sha256 == file_sha256(csv_path))
+    cal = calibration_file()
+    if cal.fitted_on is not None:
+        return cal.fitted_on.split_rule == "id-hash" and cal.fitted_on.csv_sha256 == file_sha256(csv_path)
+    # a calibration written before the [fitted_on] table (codesign <= stop 16) said it in `source`
+    return f"sha256 {file_sha256(csv_path)[:12]})" in cal.source and SPLIT_METHOD in cal.source
 
 
 def run_validation(
@@ -1398,6 +1398,8 @@ def fit_calibration(
         if not fit_rows:
             continue
         chips = sorted({r.gpu for r in by_fam[fam]})
+        if not (variant.per_chip or variant.ampere_one_family):  # every catalog chip of the family
+            chips = sorted(set(chips) | set(chip_families().get(fam, ())))
         result[fam] = {"chips": chips, **fit_group(fit_rows, held_rows, calibration_for(chips[0]).model_dump(), cache,
                                                      variant, fit_memory, max_batch_cap)}
     if pooled and families is None and len(by_fam) > 1:
@@ -1445,17 +1447,23 @@ def calibration_path() -> Path:
 
 def _without_table(lines: list[str], name: str) -> list[str]:
     """``lines`` of a TOML file without the table ``[name]`` (its header, keys and the comment
-    lines right above it)."""
+    lines right above it); comment lines right above the next table are kept."""
     out: list[str] = []
+    held: list[str] = []  # comment lines met inside the skipped table: the next table's, maybe
     skipping = False
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("["):
-            skipping = stripped == f"[{name}]"
+            was, skipping = skipping, re.match(rf"^\[\s*{re.escape(name)}\s*\](\s*#.*)?$", stripped) is not None
             if skipping:
                 while out and out[-1].lstrip().startswith("#"):
                     out.pop()
-        if not skipping:
+            elif was:
+                out += held
+            held = []
+        if skipping:
+            held = [*held, line] if stripped.startswith("#") else []
+        else:
             out.append(line)
     return out
 

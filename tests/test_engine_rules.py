@@ -102,4 +102,18 @@ def test_under_attention_dp_the_ends_are_whole_either_way():
     r = V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0)
     replicated = V.Variant("replicated-embedding", replicated_embedding=True)
     w = [V.evaluate_row(r, 64, v).workload_metrics["main"]["weights_per_device_B"] for v in (V.MODEL, replicated)]
-    assert w[0] == w[1]
+    assert w[1] == pytest.approx(w[0], rel=1e-12)
+
+
+def test_max_batch_applies_the_runtime_table_in_the_variant():
+    r = _row()
+    assert V.max_batch(r).batch == 605
+    choice = V.max_batch(r, variant=V.Variant("runtime-batch-table", runtime_batch_table=True))
+    assert (choice.batch, choice.bound) == (512, "engine")
+
+
+def test_an_old_fitted_on_table_is_stripped_whatever_its_spacing():
+    lines = ["source = 'x'", "", "# what the [chips.*] values were fitted on", "[ fitted_on ]  # old",
+             'csv = "a.csv"', "", "# the engine's defaults", "[default]", "compute_efficiency = 0.7"]
+    assert V._without_table(lines, "fitted_on") == ["source = 'x'", "", "# the engine's defaults", "[default]",
+                                                   "compute_efficiency = 0.7"]

@@ -903,11 +903,15 @@ def test_a_calibration_fitted_on_a_split_of_ones_own_does_not_claim_the_hash_rul
         assert mine.read_text().count("[fitted_on]") == 1
         assert load_toml(mine)["fitted_on"]["split_rule"] == "id-hash"
         assert V._fitted_on_by_hash(path)
-        # the claim is the table's, not the source line's: without the table, no relabelling
+        # the table decides: "own" in it is not overridden by a source line that names the rule
         text = mine.read_text()
-        mine.write_text(text[:text.index("# what the [chips.*]")] + text[text.index("\n[chips.") + 1:])
+        mine.write_text(text.replace('split_rule = "id-hash"', 'split_rule = "own"'))
         hardware.forget_calibration()
         assert V.SPLIT_METHOD in load_toml(mine)["source"] and not V._fitted_on_by_hash(path)
+        # a file written before the table existed (no [fitted_on]) is read by its source line
+        mine.write_text(text[:text.index("# what the [chips.*]")] + text[text.index("\n[chips.") + 1:])
+        hardware.forget_calibration()
+        assert "fitted_on" not in load_toml(mine) and V._fitted_on_by_hash(path)
     finally:
         monkeypatch.delenv(hardware.CALIBRATION_ENV)
         hardware.forget_calibration()

@@ -95,7 +95,7 @@ def host_term_lints(chips: list[str]) -> list[dict[str, str]]:
                 "code": "host-term-not-modelled",
                 "message": f"the calibration {calibration_path()} gives {chip} a host time of {host_us:g} µs per "
                            "sequence of a step; this model kind leaves it out (only the design model charges "
-                           "it, eq. 5.3), so its step times are shorter by that much",
+                           "it, eq. 5.3), so its step times leave out that time x the sequences of each step",
             })
     return out
 

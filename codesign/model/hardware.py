@@ -261,14 +261,15 @@ def calibration_for(chip_or_family: str) -> Calibration:
 
 
 def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float]:
-    """The calibration table a catalog chip without its own inherits from its family ({} if none)."""
+    """The calibration table a catalog chip without its own inherits from its family ({} if no
+    chip of the family has one, or if ``chip`` is not a catalog id: then only ``[default]``)."""
     from codesign import catalog
 
     ids = catalog.list_ids("chips")
-    family = catalog.load_chip(chip).family if chip in ids else None
-    if family is None:
+    if chip not in ids:
         return {}
-    kin = [c for c in ids if c in cal.chips and catalog.load_chip(c).family == family]
+    family = catalog.chip_family(chip)
+    kin = [c for c in ids if c in cal.chips and catalog.chip_family(c) == family]
     return cal.chips[kin[0]] if kin else {}
 
 

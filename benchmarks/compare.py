@@ -59,6 +59,7 @@ NAMED = [
     "tiny-3d-llama8b", "dgx-llama70b-chip-choice", "pf-llama405b-paper", "pf-llama405b-consistent",
     "pf-dense1t-paper", "pf-dense1t-consistent", "small-3d-llama8b", "deepstack-llama70b-decode",
     "deepstack-qwen3-235b", "deepstack-deepseek-v3-ep", "deepstack-multi-workload",
+    "dgx-qwen3-235b-attention-dp",
 ]
 
 #: (workloads, hardware level, objective) of the scaling series, smallest space first

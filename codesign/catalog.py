@@ -386,7 +386,9 @@ def list_ids(kind: str) -> list[str]:
 def chip_family(chip_id: str) -> str:
     """A catalog chip's calibration family: its ``family``, else its own id (a family of its own);
     an id that is not a catalog chip is its own family too."""
-    return (load_chip(chip_id).family or chip_id) if chip_id in list_ids("chips") else chip_id
+    if not (catalog_dir("chips") / f"{chip_id}.toml").is_file():  # one stat, not a directory listing
+        return chip_id
+    return load_chip(chip_id).family or chip_id
 
 
 def _is_path(id_or_path: str | Path) -> bool:

@@ -611,14 +611,18 @@ RUNTIME_BATCH_TABLE: tuple[tuple[int, int], ...] = ((144, 128), (336, 256), (672
 RUNTIME_BATCH_GRANULARITY, RUNTIME_BATCH_FALLBACK = 512, 128
 
 
-def runtime_batch(capacity: int) -> int:
+def runtime_batch(capacity: int, step: int = 1) -> int:
     """The engine's runtime maximum batch for a KV cache that holds ``capacity`` sequences
-    (``RUNTIME_BATCH_TABLE``); the batch in flight is the smaller of the two."""
+    (``RUNTIME_BATCH_TABLE``), the batch in flight being the smaller of the two; rounded down to
+    a multiple of ``step`` (a row's ``batch_step``), but never below one step the cache holds."""
     for limit, size in RUNTIME_BATCH_TABLE:
         if capacity < limit:
-            return min(size, capacity)
-    floor = capacity // RUNTIME_BATCH_GRANULARITY * RUNTIME_BATCH_GRANULARITY
-    return floor if capacity < floor + RUNTIME_BATCH_FALLBACK else capacity
+            runtime = min(size, capacity)
+            break
+    else:
+        floor = capacity // RUNTIME_BATCH_GRANULARITY * RUNTIME_BATCH_GRANULARITY
+        runtime = floor if capacity < floor + RUNTIME_BATCH_FALLBACK else capacity
+    return max(runtime // step * step, min(capacity, step))
 
 
 def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None, *,
@@ -641,7 +645,7 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     step = row.batch_step
     b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
     if table:
-        b = max(runtime_batch(b) // step * step, min(b, step))
+        b = runtime_batch(b, step)
     cap = row.engine_cap(cap)
     if cap is not None:
         b = min(b, max(step, (cap // step) * step))
@@ -681,7 +685,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
     limits = [("memory", b)]
     if variant.runtime_batch_table:  # the engine's runtime batch table (a proposal, runtime_batch)
-        limits.append(("engine", max(runtime_batch(b) // step * step, step)))
+        limits.append(("engine", runtime_batch(b, step)))
     if cap is not None:
         limits.append(("engine", (row.engine_cap(cap) // step) * step))
     if row.request_limit is not None and not variant.no_request_cap:
@@ -1438,13 +1442,6 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
     }
 
 
-def calibration_path() -> Path:
-    """The shipped calibration file (``--write`` updates it)."""
-    from codesign.model.hardware import shipped_calibration_path
-
-    return shipped_calibration_path()
-
-
 def _without_table(lines: list[str], name: str) -> list[str]:
     """``lines`` of a TOML file without the table ``[name]`` (its header, keys and the comment
     lines right above it); comment lines right above the next table are kept."""
@@ -1481,7 +1478,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
 
     from codesign.model import hardware
 
-    path = Path(path) if path is not None else calibration_path()
+    path = Path(path) if path is not None else hardware.shipped_calibration_path()
     # a new file starts as a copy of the calibration in use: chips the fit does not touch keep it
     text0 = Path(base if base is not None else path if path.exists() else hardware.calibration_path()).read_text()
     data = tomllib.loads(text0)
@@ -1492,8 +1489,9 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
             chips[c] = dict(res["params"])
             fam_of_chip[c] = fam
     src = "fitted per chip family by codesign.validate.fit_calibration"
+    csv_sha256 = file_sha256(csv_path) if csv_path is not None else None
     if csv_path is not None:
-        src += f" on the fit rows of {Path(csv_path).name} (sha256 {file_sha256(csv_path)[:12]})"
+        src += f" on the fit rows of {Path(csv_path).name} (sha256 {csv_sha256[:12]})"
     by_hash = split_file is None or _is_hash_split(split_file)
     src += f", split {Path(split_file).name}" if split_file is not None else ", split by row id"
     # the rule is recorded only when the split follows it: `validate` relabels rows by it
@@ -1529,7 +1527,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
         while lines and not lines[-1].strip():
             lines.pop()
         lines += ["", "# what the [chips.*] values were fitted on (codesign calibrate)", "[fitted_on]",
-                  f"csv = {json.dumps(Path(csv_path).name)}", f"csv_sha256 = {json.dumps(file_sha256(csv_path))}",
+                  f"csv = {json.dumps(Path(csv_path).name)}", f"csv_sha256 = {json.dumps(csv_sha256)}",
                   f"split = {json.dumps(Path(split_file).name if split_file is not None else 'by row id')}",
                   f"split_rule = {json.dumps('id-hash' if by_hash else 'own')}"]
     for cid in sorted(chips):

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from codesign import validate as V
-from codesign.model.hardware import calibration_for
+from codesign.model.hardware import calibration_for, shipped_calibration_path
 
 HEADER = ["id", "model", "gpu", "num_gpus", "tp", "pp", "ep", "attention_dp", "precision", "isl", "osl",
           "concurrency", "metric", "value", "unit", "source"]
@@ -168,7 +168,7 @@ def test_the_host_time_is_paid_per_sequence_of_a_step(tmp_path, monkeypatch):
            "collective_step_latency_us": 0.0, "stream_overlap": 1.0}
     assert V.step_time(t, cal | {"host_us_per_sequence": 10.0}) == pytest.approx(2.0 + 100 * 10e-6)
     assert V.step_time(t, cal) == pytest.approx(2.0)  # absent: 0
-    text = V.calibration_path().read_text().replace("[chips.h100-sxm]\n", "[chips.h100-sxm]\nhost_us_per_sequence = 10.0\n", 1)
+    text = shipped_calibration_path().read_text().replace("[chips.h100-sxm]\n", "[chips.h100-sxm]\nhost_us_per_sequence = 10.0\n", 1)
     mine = tmp_path / "host.toml"
     mine.write_text(text)
     r = row(concurrency=64)
@@ -314,7 +314,7 @@ def test_the_engine_fraction_is_one_setting_for_every_chip():
     from codesign.model.hardware import CalibrationFile
     from codesign.schema import load_toml
 
-    data = load_toml(V.calibration_path())
+    data = load_toml(shipped_calibration_path())
     data["chips"]["l40s"] = {**data["chips"].get("l40s", {}), "kv_cache_free_fraction": 0.95}
     with pytest.raises(ValueError, match="engine setting"):
         CalibrationFile.model_validate(data)
@@ -542,7 +542,7 @@ def test_split_is_deterministic_and_covers_every_row(tmp_path):
 def test_fit_calibration_recovers_the_memory_efficiency_and_writes_nothing(tmp_path):
     """Rows whose 'measurements' are the model's own predictions at a known calibration: the fit
     returns parameters that reproduce them, and no file is touched unless asked."""
-    cal_file = V.calibration_path()
+    cal_file = shipped_calibration_path()
     before = cal_file.read_bytes()
     rows = []
     for i, (isl, osl) in enumerate([(128, 2048), (500, 2000), (1000, 1000), (2048, 2048), (128, 4096), (20000, 2000)]):
@@ -608,7 +608,7 @@ def test_write_calibration_updates_only_the_fitted_chips(tmp_path):
     from codesign.schema import load_toml
 
     target = tmp_path / "calibration.toml"
-    target.write_text(V.calibration_path().read_text())
+    target.write_text(shipped_calibration_path().read_text())
     params = {"compute_efficiency": 0.5, "memory_efficiency": 0.6, "network_efficiency": 0.4,
               "layer_overhead_us": 3.0, "stream_overlap": 0.0, "usable_memory_fraction": 1.0,
               "runtime_reserve_GiB": 4.5}
@@ -617,7 +617,7 @@ def test_write_calibration_updates_only_the_fitted_chips(tmp_path):
     V.write_calibration(fitted, target)
     cal = CalibrationFile.model_validate(load_toml(target))
     assert cal.chips["l40s"] == params
-    before = CalibrationFile.model_validate(load_toml(V.calibration_path()))
+    before = CalibrationFile.model_validate(load_toml(shipped_calibration_path()))
     assert cal.default == before.default
     assert {k: v for k, v in cal.chips.items() if k != "l40s"} == {k: v for k, v in before.chips.items() if k != "l40s"}
     assert "# kernel launches" in target.read_text()  # comments of [default] are kept
@@ -630,7 +630,7 @@ def test_gpus_without_measurements_get_the_pooled_calibration_not_the_3d_default
     from codesign.schema import load_toml
 
     target = tmp_path / "calibration.toml"
-    target.write_text(V.calibration_path().read_text())
+    target.write_text(shipped_calibration_path().read_text())
     params = {"compute_efficiency": 0.61, "memory_efficiency": 0.71, "network_efficiency": 0.51,
               "layer_overhead_us": 7.0, "stream_overlap": 0.0, "usable_memory_fraction": 1.0,
               "runtime_reserve_GiB": 5.0}
@@ -641,7 +641,7 @@ def test_gpus_without_measurements_get_the_pooled_calibration_not_the_3d_default
     for chip in ("b200", "gb200", "mi300x", "rtx-pro-6000"):
         assert cal.chips[chip] == params
     assert "# no measurements: all measured families pooled: fit MAPE 10.0 % on 190 rows" in target.read_text()
-    assert cal.default == CalibrationFile.model_validate(load_toml(V.calibration_path())).default
+    assert cal.default == CalibrationFile.model_validate(load_toml(shipped_calibration_path())).default
     assert "deepstack-3d" not in cal.chips
 
 
@@ -793,7 +793,7 @@ def test_a_users_calibration_file_is_written_apart_and_used_by_the_cli(tmp_path,
     from codesign.schema import load_toml
 
     monkeypatch.delenv(hardware.CALIBRATION_ENV, raising=False)
-    shipped = V.calibration_path().read_bytes()
+    shipped = shipped_calibration_path().read_bytes()
     rows = []
     for i, (isl, osl) in enumerate([(128, 2048), (500, 2000), (1000, 1000), (2048, 2048), (128, 4096), (20000, 2000)]):
         r = row(id=f"s{i}", gpu="l40s", isl=isl, osl=osl)
@@ -802,10 +802,10 @@ def test_a_users_calibration_file_is_written_apart_and_used_by_the_cli(tmp_path,
     (tmp_path / "all.json").write_text(json.dumps({"fit": [r["id"] for r in rows], "held_out": []}))
     mine = tmp_path / "mine.toml"
     res = V.fit_calibration(path, tmp_path / "all.json", fit_memory=False, write=mine)
-    assert V.calibration_path().read_bytes() == shipped
+    assert shipped_calibration_path().read_bytes() == shipped
     written = CalibrationFile.model_validate(load_toml(mine))
     assert written.chips["l40s"]["memory_efficiency"] == res["ada"]["params"]["memory_efficiency"]
-    assert written.chips["h100-sxm"] == CalibrationFile.model_validate(load_toml(V.calibration_path())).chips["h100-sxm"]
+    assert written.chips["h100-sxm"] == CalibrationFile.model_validate(load_toml(shipped_calibration_path())).chips["h100-sxm"]
 
     runner = CliRunner()
     try:
@@ -845,7 +845,7 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
     fitted = json.loads(got.stdout)
     assert set(fitted) <= {"ada", "hopper"} and fitted  # no "pooled"
     assert (tmp_path / "mine.split.json").exists()
-    shipped = CalibrationFile.model_validate(load_toml(V.calibration_path()))
+    shipped = CalibrationFile.model_validate(load_toml(shipped_calibration_path()))
     written = CalibrationFile.model_validate(load_toml(mine))
     for chip in ("a100-sxm-80gb", "a100-pcie-80gb", "b200", "gb200", "mi300x", "rtx-pro-6000"):
         assert written.chips[chip] == shipped.chips[chip], chip

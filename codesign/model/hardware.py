@@ -265,11 +265,8 @@ def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float]:
     chip of the family has one, or if ``chip`` is not a catalog id: then only ``[default]``)."""
     from codesign import catalog
 
-    ids = catalog.list_ids("chips")
-    if chip not in ids:
-        return {}
-    family = catalog.chip_family(chip)
-    kin = [c for c in ids if c in cal.chips and catalog.chip_family(c) == family]
+    family = catalog.chip_family(chip)  # a 3D family's id or a non-catalog chip: its own, no kin
+    kin = [c for c in sorted(cal.chips) if catalog.chip_family(c) == family]
     return cal.chips[kin[0]] if kin else {}
 
 

@@ -64,7 +64,18 @@ def test_chip_names(name, chip):
 @pytest.mark.parametrize("name, workload", [
     ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b"),
     ("nvidia/Llama-4-Scout-17B-16E-Instruct-FP8", "llama-4-scout"), ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
-    ("openai/gpt-oss-120b", "gpt-oss-120b"), ("meta-llama/Meta-Llama-3-70B", None),
+    ("openai/gpt-oss-120b", "gpt-oss-120b"),
+    # Llama 3 (not 3.1) has 3.1's config.json values in every field the schema has: an alias of 3.1
+    ("meta-llama/Meta-Llama-3-70B", "llama-3.1-70b"), ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3.1-8b"),
+    ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"), ("Qwen/Qwen3-32B-FP8", "qwen3-32b"),
+    ("google/gemma-2-27b-it", "gemma-2-27b"), ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+    ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"), ("meta-llama/Llama-2-13b-chat-hf", "llama-2-13b"),
+    # DeepSeek-R1 distills read as their base architectures
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"), ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2.5-7b"),
+    # sizes and variants not in the catalog are not guessed
+    ("Qwen/Qwen2.5-3B", None), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", None),
+    ("meta-llama/Llama-3.2-11B-Vision-Instruct", None),
     ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
     # other architectures, not V3's: V2.5 (160 experts), V3.2 (sparse attention), the bare family
     ("deepseek-ai/DeepSeek-V2.5", None), ("deepseek-ai/DeepSeek-V3.2", None), ("DeepSeek", None),

@@ -45,6 +45,20 @@ CATALOG = [
     "gpt-oss-120b",
     "deepseek-v3",
     "dense-1t",
+    "qwen2.5-7b",
+    "qwen2.5-14b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "mistral-7b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "gemma-2-9b",
+    "gemma-2-27b",
 ]
 
 ARRAY_FIELDS = [
@@ -256,6 +270,32 @@ def test_deepseek_v3_params_by_hand() -> None:
         ("llama-4-maverick", 400e9, 17e9, False, 0.02),
         ("llama-4-scout", 108e9, 17e9, False, 0.02),
         ("dense-1t", 1.0e12, None, False, 0.01),
+        # Model cards (Qwen2.5, Qwen3: "Number of Parameters"; Llama 3.2: the Params column), the
+        # Gemma 2 report (arXiv 2408.00118, Table 2: embedding + non-embedding) and, where the card
+        # gives none (Mistral 7B v0.3, Llama 2 7B/13B), the Hugging Face safetensors count. 0.005 for
+        # three significant digits, 0.01 for two (Qwen3-8B). Left out by codesign and well inside the
+        # tolerances (exact counts in test_params_match_checkpoint_counts): Qwen2.5's q/k/v biases
+        # (7B 129,024; 14B 344,064; 32B 458,752; 72B 819,200) and Gemma 2's second pair of RMSNorms
+        # per layer (9B 301,056; 27B 423,936). The Llama 3.2 1B card's 1.23B is truncated (the
+        # checkpoint holds 1,235,814,400); Qwen2.5-14B's 14.7B likewise (14,770,033,664).
+        # Qwen2.5-32B: its card's 32.5B (31.0B non-embedding) disagrees with its own released
+        # checkpoint, 32,763,876,352 parameters (Hugging Face: 32.8B; the Keras Hub preset
+        # qwen2.5_instruct_32b_en the same), which config.json reproduces to the parameter once the
+        # biases are added (test_params_match_checkpoint_counts): the row uses the checkpoint's 32.8B.
+        ("qwen2.5-7b", 7.61e9, None, False, 0.005),
+        ("qwen2.5-14b", 14.7e9, None, False, 0.005),
+        ("qwen2.5-32b", 32.8e9, None, False, 0.005),
+        ("qwen2.5-72b", 72.7e9, None, False, 0.005),
+        ("qwen3-8b", 8.2e9, None, False, 0.01),
+        ("qwen3-14b", 14.8e9, None, False, 0.005),
+        ("qwen3-32b", 32.8e9, None, False, 0.005),
+        ("mistral-7b", 7.25e9, None, False, 0.005),
+        ("llama-3.2-1b", 1.23e9, None, False, 0.005),
+        ("llama-3.2-3b", 3.21e9, None, False, 0.005),
+        ("llama-2-7b", 6.74e9, None, False, 0.005),
+        ("llama-2-13b", 13.0e9, None, False, 0.005),
+        ("gemma-2-9b", 9.24e9, None, False, 0.005),
+        ("gemma-2-27b", 27.2e9, None, False, 0.005),
     ],
 )
 def test_params_match_published_sizes(
@@ -266,6 +306,45 @@ def test_params_match_published_sizes(
     if active is not None:
         got = p.active - (p.embedding if active_excludes_embedding else 0)
         assert got == pytest.approx(active, rel=rel)
+
+
+@pytest.mark.parametrize(
+    ("wid", "checkpoint", "left_out"),
+    [
+        # Parameter counts of the released checkpoints (Hugging Face safetensors totals, also quoted
+        # by Keras Hub presets and llama.cpp's n_params) against codesign's count plus what it leaves
+        # out, by hand. No bias or extra norm in Llama 2 / 3.2, Mistral or Qwen3: exact.
+        ("llama-2-7b", 6_738_415_616, 0),
+        ("llama-2-13b", 13_015_864_320, 0),
+        ("llama-3.2-1b", 1_235_814_400, 0),
+        ("llama-3.2-3b", 3_212_749_824, 0),
+        ("mistral-7b", 7_248_023_552, 0),
+        ("qwen3-8b", 8_190_735_360, 0),
+        ("qwen3-32b", 32_762_123_264, 0),
+        # Qwen2.5 q/k/v biases: layers x (heads + 2 kv_heads) x head_dim. The 7B and 32B totals are
+        # also those of DeepSeek-R1-Distill-Qwen-7B / -32B (same architecture, aliases of these ids).
+        ("qwen2.5-7b", 7_615_616_512, 28 * (28 + 2 * 4) * 128),
+        ("qwen2.5-14b", 14_770_033_664, 48 * (40 + 2 * 8) * 128),
+        ("qwen2.5-32b", 32_763_876_352, 64 * (40 + 2 * 8) * 128),
+        ("qwen2.5-72b", 72_706_203_648, 80 * (64 + 2 * 8) * 128),
+        # Gemma 2's pre- and post-feedforward RMSNorms beyond the two codesign counts: 2 x layers x hidden.
+        ("gemma-2-9b", 9_241_705_984, 2 * 42 * 3584),
+        ("gemma-2-27b", 27_227_128_320, 2 * 46 * 4608),
+    ],
+)
+def test_params_match_checkpoint_counts(wid: str, checkpoint: int, left_out: int) -> None:
+    assert param_counts(load_workload(wid)).total + left_out == checkpoint
+
+
+@pytest.mark.parametrize(
+    ("wid", "non_embedding", "layers", "hidden"),
+    [("gemma-2-9b", 8_324_201_984, 42, 3584), ("gemma-2-27b", 26_047_480_320, 46, 4608)],
+)
+def test_gemma2_non_embedding_matches_the_report(wid: str, non_embedding: int, layers: int, hidden: int) -> None:
+    """Gemma 2 report (arXiv 2408.00118), Table 2, non-embedding parameters. The report counts four
+    RMSNorms per layer, codesign two: the difference is 2·layers·hidden."""
+    p = param_counts(load_workload(wid))
+    assert p.total - p.embedding - p.lm_head + 2 * layers * hidden == non_embedding
 
 
 @pytest.mark.parametrize("wid", CATALOG)

@@ -13,17 +13,27 @@ from codesign.model import hardware
 
 def test_every_catalog_chip_names_its_family():
     assert {c: catalog.load_chip(c).family for c in catalog.list_ids("chips")} == {
+        "a10": "ampere-gddr",  # GA102 on GDDR6: not the GA100 of the A100s
         "a100-pcie-80gb": "ampere-pcie",  # 300 W, TP over PCIe: apart from the SXM module (§5.4)
+        "a100-sxm-40gb": "ampere",  # the 80 GB module's die, power and NVLink on HBM2
         "a100-sxm-80gb": "ampere",
+        "a10g": "ampere-gddr",
         "b200": "blackwell",
         "gb200": "blackwell",
+        "gh200": "hopper",  # GH100 on HBM3 with NVLink 4; higher (shared) power
+        "h100-nvl": "hopper-pcie",
+        "h100-pcie": "hopper-pcie",  # GH100 on a 350-400 W PCIe card, like ampere-pcie
         "h100-sxm": "hopper",
+        "h20": "hopper",  # GH100 on HBM3 with NVLink 4; cut-down compute at 400 W
         "h200-sxm": "hopper",  # the H100's die on other memory (§5.10)
+        "l4": "ada",
         "l40s": "ada",
         "mi300x": "cdna3",
+        "mi325x": "cdna3",  # the MI300X's chiplets on HBM3E at 1000 W
         "rtx-pro-6000": "blackwell-workstation",
     }
-    assert V.chip_families()["hopper"] == ("h100-sxm", "h200-sxm")
+    assert V.chip_families()["hopper"] == ("gh200", "h100-sxm", "h20", "h200-sxm")
+    assert V.chip_families()["hopper-pcie"] == ("h100-nvl", "h100-pcie")
     assert V.family_of("b200") == V.family_of("gb200") == "blackwell"
     assert V.family_of("not-a-chip") == "not-a-chip"
 

@@ -56,6 +56,14 @@ def test_no_catalog_name_stands_for_two_entries():
     ("AMD Instinct MI300X", "mi300x"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"),
     ("h100", None),  # PCIe and NVL cards exist: a bare "h100" is not read as the SXM module
     ("RTX PRO 5000", None), ("NVIDIA RTX PRO 4500", None),  # other cards, not the 6000
+    ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA GH200 480GB", "gh200"),
+    ("NVIDIA H20", "h20"), ("NVIDIA L4", "l4"), ("NVIDIA A10G", "a10g"), ("NVIDIA A10", "a10"),
+    ("AMD Instinct MI325X", "mi325x"), ("MI325X", "mi325x"),
+    # the two SXM4 modules differ only in the memory their names carry
+    ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"), ("A100 SXM4 40GB", "a100-sxm-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"), ("A100 SXM 80GB", "a100-sxm-80gb"),
+    # other parts: the 40 GB PCIe card, the 144 GB HBM3e GH200, the HBM3e H20
+    ("NVIDIA A100-PCIE-40GB", None), ("NVIDIA GH200 144G HBM3e", None), ("NVIDIA H20 HBM3e", None),
 ])
 def test_chip_names(name, chip):
     assert resolve_chip(name) == chip

@@ -46,14 +46,17 @@ def test_an_empty_family_is_bad_input(tmp_path):
         catalog.load_chip(bad)
 
 
-def _calibration_without(tmp_path, *chips: str):
-    """The shipped calibration file without the ``[chips.<id>]`` tables of ``chips``."""
+def _calibration_without(tmp_path, *chips: str, pooled: dict[str, float] | None = None):
+    """The shipped calibration file without the ``[chips.<id>]`` tables of ``chips`` and with
+    ``pooled`` as its ``[pooled]`` table (none if None)."""
     out, skip = [], False
     for line in hardware.shipped_calibration_path().read_text().splitlines():
         if line.startswith("["):
-            skip = line.strip() in {f"[chips.{c}]" for c in chips}
+            skip = line.strip() in {f"[chips.{c}]" for c in chips} | {"[pooled]"}
         if not skip:
             out.append(line)
+    if pooled is not None:
+        out += ["", "[pooled]", *[f"{k} = {v!r}" for k, v in pooled.items()]]
     path = tmp_path / "cal.toml"
     path.write_text("\n".join(out) + "\n")
     return path
@@ -69,8 +72,40 @@ def test_a_chip_without_its_own_table_takes_its_familys(tmp_path, monkeypatch):
         # the H200 has no table: it takes the H100's (the hopper family's), die cap included
         assert hardware.calibration_for("h200-sxm") == shipped_h100
         assert hardware.calibration_for("h200-sxm").memory_bandwidth_cap_GBps == pytest.approx(3298.6533)
-        # the L40S's family (ada) has no other chip: [default] alone
+        # no other chip of the L40S's family (ada) has a table and this file has no [pooled]: [default] alone
         assert hardware.calibration_for("l40s").model_dump() == shipped_default.model_dump()
+    finally:
+        monkeypatch.delenv(hardware.CALIBRATION_ENV)
+        hardware.forget_calibration()
+
+
+def test_a_chip_of_a_family_without_a_table_takes_the_pooled_fit(tmp_path, monkeypatch):
+    """A chip with no table of its own or of its family (here the L40S with its table removed: no
+    other ada chip has one) takes [pooled] when the file has one, [default] when it has none; a 3D family
+    keeps [default] either way, and a chip with a table keeps it."""
+    pooled = {"compute_efficiency": 0.61, "memory_efficiency": 0.77, "network_efficiency": 0.55,
+              "layer_overhead_us": 3.0, "runtime_reserve_GiB": 4.5, "usable_memory_fraction": 1.0}
+    shipped_h100 = hardware.calibration_for("h100-sxm")
+    default = hardware.calibration_file().default.model_dump()
+    for table in (None, pooled):
+        monkeypatch.setenv(hardware.CALIBRATION_ENV, str(_calibration_without(tmp_path, "l40s", pooled=table)))
+        hardware.forget_calibration()
+        try:
+            assert hardware.calibration_file().pooled == table
+            assert hardware.calibration_for("l40s").model_dump() == {**default, **(table or {})}
+            assert hardware.calibration_for("deepstack-3d", stacked=True).model_dump() == default
+            assert hardware.calibration_for("h100-sxm") == shipped_h100
+        finally:
+            monkeypatch.delenv(hardware.CALIBRATION_ENV)
+            hardware.forget_calibration()
+
+
+def test_the_pooled_table_cannot_set_an_engine_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(_calibration_without(tmp_path, pooled={"kv_cache_free_fraction": 0.95})))
+    hardware.forget_calibration()
+    try:
+        with pytest.raises(InputError, match="engine setting"):
+            hardware.calibration_file()
     finally:
         monkeypatch.delenv(hardware.CALIBRATION_ENV)
         hardware.forget_calibration()

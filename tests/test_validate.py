@@ -641,6 +641,12 @@ def test_gpus_without_measurements_get_the_pooled_calibration_not_the_3d_default
     for chip in ("b200", "gb200", "mi300x", "rtx-pro-6000"):
         assert cal.chips[chip] == params
     assert "# no measurements: all measured families pooled: fit MAPE 10.0 % on 190 rows" in target.read_text()
+    # and as [pooled], for chips of such families added later (hardware.calibration_for); one table
+    # however often the file is re-written
+    assert cal.pooled == params
+    V.write_calibration(fitted, target)
+    assert target.read_text().count("[pooled]") == 1
+    assert CalibrationFile.model_validate(load_toml(target)).pooled == params
     assert cal.default == CalibrationFile.model_validate(load_toml(shipped_calibration_path())).default
     assert "deepstack-3d" not in cal.chips
 
@@ -849,6 +855,7 @@ def test_calibrate_out_fits_only_the_families_measured_and_keeps_every_other_chi
     written = CalibrationFile.model_validate(load_toml(mine))
     for chip in ("a100-sxm-80gb", "a100-pcie-80gb", "b200", "gb200", "mi300x", "rtx-pro-6000"):
         assert written.chips[chip] == shipped.chips[chip], chip
+    assert written.pooled == shipped.pooled  # no pooled fit here: the file's own [pooled] is kept
     for res in fitted.values():
         for chip in res["chips"]:
             assert written.chips[chip]["memory_efficiency"] == res["params"]["memory_efficiency"]

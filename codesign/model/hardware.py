@@ -186,6 +186,10 @@ class CalibrationFile(Strict):
     source: str = ""
     fitted_on: FittedOn | None = None
     default: Calibration
+    #: one calibration fitted on every measured family's rows together (``codesign calibrate``):
+    #: what a chip of a family without measurements takes when no table of its own or of its
+    #: family exists (a chip added to the catalog after the fit, or given by path)
+    pooled: dict[str, float] | None = None
     chips: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     @field_validator("chips")
@@ -195,6 +199,14 @@ class CalibrationFile(Strict):
             bad = sorted(set(over) & set(ENGINE_CALIBRATION_KEYS))
             if bad:
                 raise ValueError(f"[chips.{cid}] sets {bad}: an engine setting, the same for every chip; set it in [default]")
+        return v
+
+    @field_validator("pooled")
+    @classmethod
+    def _no_engine_keys_pooled(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        bad = sorted(set(v or {}) & set(ENGINE_CALIBRATION_KEYS))
+        if bad:
+            raise ValueError(f"[pooled] sets {bad}: an engine setting, the same for every chip; set it in [default]")
         return v
 
 
@@ -249,14 +261,19 @@ def kv_cache_free_fraction() -> float:
     return calibration_file().default.kv_cache_free_fraction
 
 
-def calibration_for(chip_or_family: str) -> Calibration:
-    """The default calibration overridden by the chip's (or 3D family's) own entries. A catalog chip
-    without a table of its own takes its calibration family's (the chip's ``family``): the table of
-    the first chip of that family, by id, that has one; else only ``[default]``."""
+def calibration_for(chip_or_family: str, *, stacked: bool = False) -> Calibration:
+    """The default calibration overridden by the chip's (or, ``stacked``, the 3D family's) own
+    entries. A catalog chip without a table of its own takes its calibration family's (the chip's
+    ``family``): the table of the first chip of that family, by id, that has one; a chip with
+    neither (a family without measurements, or a chip file given by path) takes ``[pooled]``, the
+    fit on every measured family, when the file has one. A 3D family without a table of its own
+    keeps ``[default]``: its efficiencies are design assumptions, not a GPU engine's."""
     cal = calibration_file()
     over = cal.chips.get(chip_or_family)
     if over is None:
         over = _family_table(cal, chip_or_family)
+    if not over and not stacked and cal.pooled is not None:
+        over = cal.pooled
     return Calibration.model_validate({**cal.default.model_dump(), **over})
 
 
@@ -393,7 +410,7 @@ def _fixed(inst: Instance, table: HardwareTable, name: str) -> np.ndarray:
 
 def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     fam = load_family(inst.hardware.stack)
-    cal = calibration_for(fam.id)
+    cal = calibration_for(fam.id, stacked=True)
     c, d, v, th, ln = fam.compute, fam.dram, fam.vertical, fam.thermal, fam.link
     layers = _fixed(inst, t, "dram_layers").astype(float)
     tsv = _fixed(inst, t, "tsv_count").astype(float)

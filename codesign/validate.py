@@ -416,6 +416,9 @@ class Variant:
     collective_per_call: bool = False
     #: ablation of §5.7: no activation traffic between kernels (workload.ACTIVATION_TRAFFIC)
     no_activation_traffic: bool = False
+    #: ablation of §5.13: no logits traffic from the LM head through sampling (workload.LOGITS_TRAFFIC;
+    #: the fix chain's "+request-cap" stage)
+    no_logits_traffic: bool = False
     #: ablation of §5.10: no die bandwidth cap (every chip of a family at e x its own peak)
     no_bandwidth_cap: bool = False
     #: ablation of §5.12: every all-reduce in a ring, none in the switch (network.IN_SWITCH_MIN_RANKS)
@@ -448,11 +451,13 @@ AMPERE_BEFORE = ("a100-sxm-80gb", "a100-pcie-80gb")
 def model_switches(variant: Variant):
     """The model with the variant's code-level ablations while inside: ``embeddings_at_weight_precision``
     (the 16-bit floor ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0), ``no_logits_gather``
-    (``schedule.LOGITS_GATHER`` off), ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off)
-    and ``ring_allreduce`` (``network.IN_SWITCH_MIN_RANKS`` infinite)."""
+    (``schedule.LOGITS_GATHER`` off), ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off),
+    ``no_logits_traffic`` (``workload.LOGITS_TRAFFIC`` off) and ``ring_allreduce``
+    (``network.IN_SWITCH_MIN_RANKS`` infinite)."""
     from codesign.model import network, schedule, workload
 
-    saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC)
+    saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC,
+             workload.LOGITS_TRAFFIC)
     saved_switch = network.IN_SWITCH_MIN_RANKS
     saved_embedding = schedule.REPLICATED_EMBEDDING
     if variant.replicated_embedding:
@@ -465,10 +470,13 @@ def model_switches(variant: Variant):
         schedule.LOGITS_GATHER = False
     if variant.no_activation_traffic:
         workload.ACTIVATION_TRAFFIC = False
+    if variant.no_logits_traffic:
+        workload.LOGITS_TRAFFIC = False
     try:
         yield
     finally:
-        workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC = saved
+        (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC,
+         workload.LOGITS_TRAFFIC) = saved
         network.IN_SWITCH_MIN_RANKS = saved_switch
         schedule.REPLICATED_EMBEDDING = saved_embedding
 
@@ -1583,6 +1591,7 @@ _UNDO = {
     "cap": {"no_bandwidth_cap": True},
     "switch": {"ring_allreduce": True},
     "requests": {"no_request_cap": True},
+    "logits-memory": {"no_logits_traffic": True},
 }
 
 
@@ -1599,7 +1608,7 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed latency of every TP
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
-#: in the NVSwitch, the batch capped at the run's requests
+#: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1612,7 +1621,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+ring-step-latency", "steps"),
     ("+bandwidth-cap", "cap"),
     ("+in-switch-allreduce", "switch"),
-    ("model", "requests"),
+    ("+request-cap", "requests"),
+    ("model", "logits-memory"),
 )
 
 
@@ -1644,10 +1654,11 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-logits-gather", "logits"),
     _without("model-without-activation-traffic", "activations"),
     # (model-with-per-call-collective-latency is "model-without-ring-step-latency"; the request cap's
-    # ablation is "+in-switch-allreduce" above)
+    # ablation is "+in-switch-allreduce" above with the logits traffic undone too)
     _without("model-without-ring-step-latency", "steps"),
     _without("model-without-bandwidth-cap", "cap"),
     _without("model-without-in-switch-allreduce", "switch"),
+    # (the logits traffic's ablation, fix 13, is "+request-cap" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

@@ -68,14 +68,16 @@ def test_attention_dp_keeps_the_flops_and_trades_weight_reads_for_kv_reads():
       KV cache: 64 x (1500 x 96,256 + 96,256) B = 9,246,736,384 B read and written, /4 under TP,
         /8 under attention DP: 1,155,842,048 B fewer;
       attention-side activations (9 h per layer and token, 4 h per step) on the rank's own 1/8:
-        2 B x 64 x (9 x 4096 x 94 + 4 x 4096) x 7/8 = 389,939,200 B fewer.
-    Net at 64 sequences: attention DP streams 5,452,261,440 B more per step."""
+        2 B x 64 x (9 x 4096 x 94 + 4 x 4096) x 7/8 = 389,939,200 B fewer;
+      logits (eq. 2.15l) of the rank's own 1/8 of the sequences: 20 B x 151,936 x 64 x 7/8 =
+        170,168,320 B fewer.
+    Net at 64 sequences: attention DP streams 5,282,093,120 B more per step."""
     _, f_tp = features(1)
     _, f_dp = features(8)
     assert f_dp["decode.flops"] == pytest.approx(f_tp["decode.flops"], rel=1e-12)
     more = f_dp["decode.bytes_local"] - f_tp["decode.bytes_local"]
-    assert more == pytest.approx(6_998_042_688 - 1_155_842_048 - 389_939_200, rel=1e-12)
-    assert more == pytest.approx(5_452_261_440, rel=1e-12)
+    assert more == pytest.approx(6_998_042_688 - 1_155_842_048 - 389_939_200 - 170_168_320, rel=1e-12)
+    assert more == pytest.approx(5_282_093_120, rel=1e-12)
 
 
 def test_structural_rules_of_attention_dp():

@@ -64,7 +64,8 @@ def test_period_of_an_all_local_design_by_hand():
     # activations stay in the stage's own memory: one layer's act_B per layer on the device
     memory0 = (3 * (lay.w_read_B + lay.kv_read_B + lay.act_B) + embed_rows) / bw
     compute1 = (lay.flops + 2 * 32 * 16384 * 128256) / flops_s + cal.layer_overhead_us * 1e-6
-    memory1 = (lay.w_read_B + lay.kv_read_B + lay.act_B + head + 16384) / bw
+    logits = 32 * 128256 * 20.0  # the micro-batch's logits, LM head to sampling (model.md eq. 2.15l)
+    memory1 = (lay.w_read_B + lay.kv_read_B + lay.act_B + head + 16384 + logits) / bw
     o = cal.stream_overlap  # the streams overlap by o (model.md eq. 5.3)
     stage0, stage1 = ((1 - o) * (c + m) + o * max(c, m) for c, m in ((compute0, memory0), (compute1, memory1)))
     assert ev.stage_s == pytest.approx([stage0, stage1], rel=1e-12)

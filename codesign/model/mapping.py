@@ -195,7 +195,8 @@ def build_problem(inst) -> MappingProblem:
     embed_rows_B = eb * min(m, w.vocab_size) * w.hidden_size
     first_store = eb * head_params
     last_store = (eb * head_params) + wb * w.hidden_size  # LM head (tied: a second copy) + final norm
-    last_read = eb * head_params + wb * w.hidden_size
+    # LM head and final norm; the micro-batch's logits from the head through sampling (eq. 2.15l)
+    last_read = eb * head_params + wb * w.hidden_size + float(step.bytes_logits)
     # activations between kernels (model.md eq. 2.15j, k; one device per stage, so nothing is
     # split over TP): in the stage device's own memory whatever tier holds the layer's weights
     act = float(step.bytes_act_replicated + step.bytes_act_sharded) / L

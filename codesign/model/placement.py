@@ -333,7 +333,8 @@ def build_problem(inst) -> PlacementProblem:
     dense_flops = float(st.flops_mlp_dense) / (max(Ld, 1) * t)
     dense_bytes = float(st.bytes_w_mlp_dense) / (max(Ld, 1) * t) + act_group * act.dense_mlp_per_layer / t
     head_flops = float(st.flops_lm_head) / t
-    head_bytes = float(st.bytes_w_embed_head) / t + act_group * act.per_step
+    # the group's logits from the LM head through sampling, whole on every rank after the gather (eq. 2.15l)
+    head_bytes = float(st.bytes_w_embed_head) / t + act_group * act.per_step + float(st.bytes_logits)
     moe_fixed_flops = float(st.flops_moe_shared + st.flops_router) / (Lm * t)  # this device's B/D tokens
     moe_fixed_bytes = (float(st.bytes_w_moe_shared + st.bytes_w_router) / Lm  # replicated on every device
                        + ACTIVATION_BYTES * (B / D) * (act.moe_permutation_per_layer + act.moe_shared_per_layer))

@@ -194,6 +194,10 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         own = ACTIVATION_BYTES * micro * new * attention_side_elements(w)
         act_rep = act_rep - adp * own * (1.0 - 1.0 / tp)
         act_b = (act_rep + np.asarray(c.bytes_act_sharded, dtype=float) / tp) * frac
+        # the logits of each sequence's last new token, LM head to sampling (eq. 2.15l): whole on
+        # every TP rank after the gather, on the last stage (charged like the head's FLOPs); under
+        # attention DP a rank samples only its own sequences
+        logits_b = np.asarray(c.bytes_logits, dtype=float) * (1.0 - adp * (1.0 - 1.0 / tp))
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # attention DP: a rank sends the next stage only its own sequences' hidden states
         message_p2p = message * (1.0 - adp * (1.0 - 1.0 / tp))
@@ -216,7 +220,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         p2p = network.point_to_point(same_domain, message_p2p)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
-        f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b
+        f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b + logits_b
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
         f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up

@@ -84,6 +84,16 @@ ACTIVATION_BYTES = 2.0
 #: count activation traffic between kernels (eq. 2.15h); False only for the validation ablation
 #: ``model-without-activation-traffic`` (VALIDATION.md §6)
 ACTIVATION_TRAFFIC = True
+#: DRAM bytes per vocabulary entry of one sequence's logits in one step (eq. 2.15l), the engine's
+#: sampling path counted kernel by kernel (TensorRT-LLM: the LM head writes 16-bit logits, 2 B;
+#: ``mark_output(..., logits_dtype)`` casts them to the float32 ``logits_dtype``, read 2 B and
+#: write 4 B; the decoder's PenaltyLayer runs ``invokeBatchApplyPenalty`` every step, default
+#: penalties included, from the logits into its runtime-logits buffer, read 4 B and write 4 B;
+#: the sampling layer reads them, 4 B): 20 B, the unfused count (as the activations, eq. 2.15j, k)
+LOGITS_BYTES_PER_ENTRY = 20.0
+#: count the logits' traffic (eq. 2.15l); False only for the validation ablation
+#: ``model-without-logits-traffic`` (VALIDATION.md §5.13)
+LOGITS_TRAFFIC = True
 #: Matrices in a gated (SwiGLU: gate, up, down) and in a plain (up, down) MLP.
 GATED_MLP_MATRICES = 3
 PLAIN_MLP_MATRICES = 2
@@ -564,6 +574,7 @@ class StepCosts:
     bytes_kv_write: FloatArray
     bytes_act_replicated: FloatArray
     bytes_act_sharded: FloatArray
+    bytes_logits: FloatArray
     tokens: FloatArray
     moe_layers: int
     dense_layers: int
@@ -691,7 +702,8 @@ def activation_elements(w: Workload) -> tuple[float, float]:
       reads I), plain 4I.
 
     Once per step: embedding gather writes h, final norm reads h and writes h, LM head reads h (4h
-    replicated). The KV cache and weights are counted apart; logits are not counted.
+    replicated). The KV cache, the weights and the logits (``StepCosts.bytes_logits``, eq. 2.15l)
+    are counted apart.
     """
     a = activation_parts(w)
     lp = layer_weight_params(w)
@@ -752,6 +764,8 @@ def step_costs(
       The new tokens' own keys/values are consumed on chip and not re-read.
     * bytes_act_* = 2 B · T · elements each token's activations move through DRAM between kernels
       (:func:`activation_elements`): replicated (whole on every TP rank) and sharded (split by TP).
+    * bytes_logits = batch · vocab · LOGITS_BYTES_PER_ENTRY: the logits of each sequence's last new
+      token from the LM head through sampling (eq. 2.15l), whole on every TP rank after the gather.
 
     Args:
         w: the workload.
@@ -814,6 +828,7 @@ def step_costs(
         bytes_kv_write=fit(t * kv_cache_bytes_per_token(w, kvb)),
         bytes_act_replicated=fit(ACTIVATION_BYTES * t * act_rep),
         bytes_act_sharded=fit(ACTIVATION_BYTES * t * act_shard),
+        bytes_logits=fit(b * w.vocab_size * (LOGITS_BYTES_PER_ENTRY if LOGITS_TRAFFIC else 0.0)),
         tokens=fit(t),
         moe_layers=lp.moe_layers,
         dense_layers=lp.dense_layers,

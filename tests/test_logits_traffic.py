@@ -1,0 +1,60 @@
+"""The logits' memory traffic (model.md eq. 2.15l, VALIDATION.md §5.13): every step moves each
+sequence's V logits through DRAM on the way from the LM head to the sampled token.
+
+Hand-derived figures (TensorRT-LLM's path, B per vocabulary entry: LM head writes 16 bit 2, the
+cast to float32 reads 2 and writes 4, the penalty layer copies 4 + 4, sampling reads 4 = 20):
+
+    Llama 3.1 8B, V = 128,256     one sequence 20 x 128,256 = 2,565,120 B per step
+    batch 1,000                   2,565,120,000 B
+    TP 2, 64 sequences            whole on both ranks after the gather: 64 x 2,565,120 =
+                                  164,167,680 B per rank, decode and prefill alike
+    Mixtral 8x7B, V = 32,000      640,000 B per sequence
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from codesign import validate as V
+from codesign.model import workload
+from codesign.model.schedule import schedule_table
+from codesign.model.workload import load_workload, step_costs
+
+
+def test_logits_bytes_per_sequence_by_hand():
+    assert workload.LOGITS_BYTES_PER_ENTRY == 2 + (2 + 4) + (4 + 4) + 4 == 20
+    w = load_workload("llama-3.1-8b")
+    c = step_costs(w, batch=1000, new_tokens=1, context=500, weight_bytes_per_param=2, kv_bytes_per_element=2)
+    assert float(c.bytes_logits) == 2_565_120_000
+    # prefill: only the last prompt token of each sequence is sampled, so the same per sequence
+    p = step_costs(w, batch=1000, new_tokens=2048, context=0, weight_bytes_per_param=2, kv_bytes_per_element=2)
+    assert float(p.bytes_logits) == 2_565_120_000
+    m = step_costs(load_workload("mixtral-8x7b"), batch=1, new_tokens=1, context=0, weight_bytes_per_param=2,
+                   kv_bytes_per_element=2)
+    assert float(m.bytes_logits) == 640_000
+
+
+def _local_bytes(variant: V.Variant) -> dict[str, float]:
+    r = V.Row("l", "llama-3.1-8b", "h100-sxm", 2, 2, 1, 1, 1, "fp16", 1000, 1000, 64, "output_tokens_per_s", 1.0)
+    with V.model_switches(variant):
+        t = schedule_table(V.row_instance(r, 64), "main")
+    return {ph: float(t.features[f"{ph}.bytes_local"][0]) for ph in ("prefill", "decode")}
+
+
+def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
+    on = _local_bytes(V.MODEL)
+    off = _local_bytes(V.Variant("x", no_logits_traffic=True))
+    for ph in ("prefill", "decode"):
+        assert on[ph] - off[ph] == pytest.approx(164_167_680, rel=1e-12), ph
+    # the switch is restored after the ablation
+    assert workload.LOGITS_TRAFFIC is True
+    assert _local_bytes(V.MODEL) == on
+
+
+def test_the_fix_chain_ends_with_the_logits_traffic():
+    """Fix 13 is the last of the chain: its stage before the model ("+request-cap") is the model
+    without the logits traffic, and nothing else undone."""
+    assert V.FIX_ORDER[-1] == ("model", "logits-memory")
+    before = next(v for v in V.PROPOSALS if v.name == "+request-cap")
+    assert before == V.Variant("+request-cap", no_logits_traffic=True)
+    assert not V.MODEL.no_logits_traffic

@@ -94,3 +94,33 @@ def test_the_ring_alternative_undoes_the_in_switch_all_reduce_at_tp_8_only():
         ring = V.row_terms(r, 8, hopper_alternatives.ALTERNATIVES["ring"].variant).decode["net_bw"]
         assert model > 0 and ring == pytest.approx(model * ratio, rel=1e-12)
     assert network.IN_SWITCH_MIN_RANKS == 5
+
+
+term_probes = _load("term_probes")
+
+
+def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
+    """benchmarks/term_probes.py (VALIDATION.md §6.5): each probe scales one calibration-free term,
+    once per cached row, on its rows only; the validator is restored on exit."""
+    llama, mixtral = row("p1", "h100-sxm", 8), V.Row("p2", "mixtral-8x7b", "h100-sxm", 8, 8, 1, 1, 1, "fp16",
+                                                     1000, 1000, 8, "output_tokens_per_s", 1.0)
+    original = V._TermCache.at
+    base = V._TermCache(V.MODEL)
+    ref = {r.id: base.at(r, 8) for r in (llama, mixtral)}
+    expected = {  # probe -> row -> (phase, term, factor)
+        "moe-compute-1.3": {"p2": [("prefill", "compute", 1.3), ("decode", "compute", 1.3)]},
+        "prefill-activations-0.5": {"p1": [("prefill", "memory_local", 0.5)], "p2": [("prefill", "memory_local", 0.5)]},
+        "prefill-links-0.5": {"p1": [("prefill", "net_bw", 0.5)], "p2": [("prefill", "net_bw", 0.5)]},
+    }
+    for name, changes in expected.items():
+        with term_probes.probing(term_probes.PROBES[name]):
+            cache = V._TermCache(V.MODEL)
+            for r in (llama, mixtral):
+                t = cache.at(r, 8)
+                assert cache.at(r, 8) is t  # cached: the change is applied once
+                scaled = {(ph, k): f for ph, k, f in changes.get(r.id, [])}
+                for ph in ("prefill", "decode"):
+                    for k, v in getattr(ref[r.id], ph).items():
+                        assert getattr(t, ph)[k] == pytest.approx(v * scaled.get((ph, k), 1.0), rel=1e-12), (name, r.id, ph, k)
+    assert V._TermCache.at is original
+    assert V._TermCache(V.MODEL).at(llama, 8).prefill == ref["p1"].prefill

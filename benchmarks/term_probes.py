@@ -12,8 +12,17 @@ questions, not mechanisms: a probe that helped would point at a term to look for
 * ``prefill-links-0.5``: the prefill step's link bytes halved, as if its all-reduces ran at twice
   the fitted efficiency (large NCCL messages).
 
+Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
+trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
+``finetune_setting`` in ``tensorrt_llm/bench/build/tuning.py``: engine bytes = parameters x bytes per
+element, 0.95 of the rest for the KV cache, max(TP, KV heads) heads per token, the estimated
+requests rounded up to 64/32, 128 or 256; tokens per iteration = batch x (1 + ISL/OSL) rounded up,
+at least 2,048, at most 32,768) against the model's batch: the rows where the engine would cap it.
+The device memory is the catalog's capacity; the runtime reads NVML's total, which can be a little
+lower, so the estimate here is at most that much more generous.
+
 Writes validation/term_probes.json (per probe: held-out and fit MAPE, per family, the fitted
-parameters).
+parameters; the engine limits per row).
 
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
@@ -23,6 +32,7 @@ About 11 minutes on two cores (one full re-fit per probe and one of the model).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,6 +57,49 @@ def _prefill_activations(row: V.Row, t: V.RowTerms) -> None:
 
 def _prefill_links(row: V.Row, t: V.RowTerms) -> None:
     t.prefill["net_bw"] *= 0.5
+
+
+def engine_limits(row: V.Row) -> tuple[float, int, int]:
+    """trtllm-bench's estimate of the requests the KV cache holds, and the engine's maximum batch
+    and tokens per iteration it builds from it (see the module docstring)."""
+    import math
+
+    from codesign import catalog
+    from codesign.model.workload import load_workload, param_counts
+
+    w = load_workload(row.model)
+    weight_B = 1.0 if row.precision == "fp8" else 0.5 if row.precision == "fp4" else 2.0
+    kv_B = 1.0 if row.kv_cache_precision == "fp8" else 2.0
+    gib_per_token = 2 * w.num_layers * max(row.tp, w.num_kv_heads) * w.head_dim * kv_B / 2**30
+    gpus = row.tp * row.pp
+    free_gib = catalog.load_chip(row.gpu).memory_capacity_GiB * gpus - param_counts(w).total * weight_B / 2**30
+    requests = free_gib * 0.95 / gib_per_token / (row.isl + row.osl)
+    raw_bs = min(requests, 4096) / row.pp
+    raw_tokens = min(raw_bs * (1 + row.isl / row.osl), 32768)
+    if raw_bs < 256:
+        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        max_bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        max_bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        max_tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return requests, max_bs, max_tokens
+
+
+def engine_limits_report(csv: str) -> dict[str, Any]:
+    rows = [r for r in V.read_rows(csv)[0] if V.skip_reason(r) is None and r.concurrency is None]
+    out: dict[str, Any] = {}
+    for r in rows:
+        requests, max_bs, max_tokens = engine_limits(r)
+        batch = V.max_batch(r).batch
+        out[r.id] = {"model_batch": batch, "estimated_requests": round(requests, 1), "max_batch_size": max_bs,
+                     "max_num_tokens": max_tokens, "caps_the_batch": max_bs < batch}
+    return out
 
 
 #: probe name -> how it changes a row's calibration-free terms (in place); "model" changes nothing
@@ -97,13 +150,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", default=str(V.DEFAULT_MEASUREMENTS))
     ap.add_argument("--split", default=str(V.DEFAULT_SPLIT))
-    ap.add_argument("--probes", default=",".join(PROBES), help="comma-separated: " + ", ".join(PROBES))
+    ap.add_argument("--probes", default=",".join([*PROBES, "engine-limits"]),
+                    help="comma-separated: " + ", ".join([*PROBES, "engine-limits"]))
     args = ap.parse_args()
     names = [p for p in args.probes.split(",") if p]
-    unknown = sorted(set(names) - set(PROBES))
+    unknown = sorted(set(names) - set(PROBES) - {"engine-limits"})
     if unknown:
-        raise SystemExit(f"unknown probe(s) {unknown}; expected some of {list(PROBES)}")
+        raise SystemExit(f"unknown probe(s) {unknown}; expected some of {[*PROBES, 'engine-limits']}")
     out: dict[str, Any] = {"csv": Path(args.csv).name, "split": Path(args.split).name, "probes": {}}
+    if OUT.exists():  # keep what this run does not re-measure
+        kept = json.loads(OUT.read_text())
+        if (kept.get("csv"), kept.get("split")) == (out["csv"], out["split"]):
+            out = {**kept, "probes": dict(kept.get("probes", {}))}
+    if "engine-limits" in names:
+        names.remove("engine-limits")
+        out["engine_limits"] = limits = engine_limits_report(args.csv)
+        capped = {i: x for i, x in limits.items() if x["caps_the_batch"]}
+        print(f"engine limits: {len(capped)} of {len(limits)} rows capped by the engine's maximum batch: "
+              + ", ".join(f"{i} {x['model_batch']} -> {x['max_batch_size']}" for i, x in capped.items()), flush=True)
     for name in names:
         out["probes"][name] = r = run_probe(args.csv, args.split, name)
         print(f"{name:26s} held-out {r['held_out_mape_pct']:.2f} %  fit {r['fit_mape_pct']:.2f} %  "

@@ -124,3 +124,20 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
                         assert getattr(t, ph)[k] == pytest.approx(v * scaled.get((ph, k), 1.0), rel=1e-12), (name, r.id, ph, k)
     assert V._TermCache.at is original
     assert V._TermCache(V.MODEL).at(llama, 8).prefill == ref["p1"].prefill
+
+
+def test_trtllm_bench_engine_limits_by_hand():
+    """trtllm-bench's tuning heuristic for Llama 70B FP16 at TP 2 on A100 80GB, 1000/1000 (by hand):
+    engine 70,553,706,496 x 2 B = 131.42 GiB of 160 GiB; KV per token 2 x 80 x 8 x 128 x 2 B =
+    327,680 B = 3.0518e-4 GiB; requests (160 - 131.42) x 0.95 / 3.0518e-4 / 2000 = 44.5 -> max batch
+    64 (the floor), tokens per iteration 44.5 x 2 = 89 -> 2,048 (the floor). Mixtral FP8 at TP 8 on
+    H200 (141 GiB), 128/4096: (1128 - 43.495) x 0.95 / (2 x 32 x 8 x 128 x 1 / 2^30) / 4224 = 3,996.2
+    requests -> 4,096 (multiple of 256), tokens 3,996.2 x (1 + 128/4096) = 4,121 -> 4,608."""
+    r = V.Row("e", "llama-3.1-70b", "a100-sxm-80gb", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    requests, max_bs, max_tokens = term_probes.engine_limits(r)
+    assert requests == pytest.approx((160 - 70_553_706_496 * 2 / 2**30) * 0.95 / (327_680 / 2**30) / 2000)
+    assert round(requests, 1) == 44.5 and (max_bs, max_tokens) == (64, 2048)
+    m = V.Row("e", "mixtral-8x7b", "h200-sxm", 8, 8, 1, 1, 1, "fp8", 128, 4096, None, "output_tokens_per_s", 1.0)
+    requests, max_bs, max_tokens = term_probes.engine_limits(m)
+    assert requests == pytest.approx((1128 - 46_702_792_704 / 2**30) * 0.95 / (65_536 / 2**30) / 4224)
+    assert round(requests, 1) == 3996.2 and (max_bs, max_tokens) == (4096, 4608)

@@ -1523,6 +1523,9 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     head = _without_table(old[:cut], "fitted_on")
     if POOLED in fitted:  # written anew below; else the file's own [pooled] is kept
         head = _without_table(head, POOLED)
+    # a [pooled] table placed after the [chips.*] tables is not in the head: carried over below
+    pooled_after_chips = (POOLED not in fitted and isinstance(data.get(POOLED), dict)
+                          and not any(re.match(rf"^\[\s*{POOLED}\s*\]", line.strip()) for line in head))
     if not any(line.strip() == "[default]" for line in head):
         default = hardware.calibration_file().default.model_dump()
         head += ["", "[default]", *[f"{k} = {val(v)}" for k, v in default.items()]]
@@ -1548,6 +1551,11 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
                   f"# their own: fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
                   f"held-out MAPE {res['held_out_mape_pct']:.1f} % on {res['n_held_out']} rows",
                   f"[{POOLED}]", *[f"{k} = {val(v)}" for k, v in res["params"].items()]]
+    elif pooled_after_chips:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines += ["", "# every measured family pooled (carried over from the file this one was started from)",
+                  f"[{POOLED}]", *[f"{k} = {val(v)}" for k, v in data[POOLED].items()]]
     for cid in sorted(chips):
         lines.append("")
         if cid in fam_of_chip:

@@ -109,3 +109,37 @@ def test_the_pooled_table_cannot_set_an_engine_setting(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv(hardware.CALIBRATION_ENV)
         hardware.forget_calibration()
+
+
+def test_a_calibration_table_with_an_unknown_key_is_bad_input(tmp_path, monkeypatch):
+    for table in ({"compute_eficiency": 0.6}, None):
+        path = _calibration_without(tmp_path, pooled=table)
+        if table is None:  # a chip table with a typo
+            path.write_text(path.read_text().replace("[chips.l40s]\n", "[chips.l40s]\nmemory_eficiency = 0.7\n"))
+        monkeypatch.setenv(hardware.CALIBRATION_ENV, str(path))
+        hardware.forget_calibration()
+        try:
+            with pytest.raises(InputError, match="not calibration fields"):
+                hardware.calibration_file()
+        finally:
+            monkeypatch.delenv(hardware.CALIBRATION_ENV)
+            hardware.forget_calibration()
+
+
+def test_a_pooled_table_after_the_chip_tables_survives_a_rewrite(tmp_path):
+    """TOML tables may come in any order: a [pooled] written after the [chips.*] tables of the file
+    a calibration starts from is carried over when the fit has no pooled family."""
+    from codesign import validate as V
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    pooled = {"compute_efficiency": 0.61, "memory_efficiency": 0.77}
+    base = _calibration_without(tmp_path, pooled=pooled)  # [pooled] appended at the end
+    assert base.read_text().rstrip().endswith("memory_efficiency = 0.77")
+    out = tmp_path / "out.toml"
+    fitted = {"ada": {"chips": ["l40s"], "params": {"compute_efficiency": 0.5}, "n_fit": 1, "fit_mape_pct": 1.0,
+                      "n_held_out": 1, "held_out_mape_pct": 1.0}}
+    V.write_calibration(fitted, out, base=base)
+    written = CalibrationFile.model_validate(load_toml(out))
+    assert written.pooled == pooled and written.chips["l40s"] == {"compute_efficiency": 0.5}
+    assert out.read_text().count("[pooled]") == 1

@@ -58,3 +58,14 @@ def test_the_fix_chain_ends_with_the_logits_traffic():
     before = next(v for v in V.PROPOSALS if v.name == "+request-cap")
     assert before == V.Variant("+request-cap", no_logits_traffic=True)
     assert not V.MODEL.no_logits_traffic
+
+
+def test_the_logits_sit_on_the_last_stage_whole():
+    """TP 1, PP 2, 64 sequences of Llama 8B: the last stage samples a micro-batch of 32 sequences,
+    32 x 128,256 x 20 B = 82,083,840 B per step, not scaled by the stage's share of the layers."""
+    r = V.Row("l", "llama-3.1-8b", "h100-sxm", 2, 1, 2, 1, 1, "fp16", 1000, 1000, 64, "output_tokens_per_s", 1.0)
+    got = {}
+    for v in (V.MODEL, V.Variant("x", no_logits_traffic=True)):
+        with V.model_switches(v):
+            got[v.name] = float(schedule_table(V.row_instance(r, 64), "main").features["decode.bytes_local"][0])
+    assert got["model"] - got["x"] == pytest.approx(82_083_840, rel=1e-12)

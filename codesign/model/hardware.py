@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.model import compute, memory, network, thermal
@@ -207,6 +207,20 @@ class CalibrationFile(Strict):
         bad = sorted(set(v or {}) & set(ENGINE_CALIBRATION_KEYS))
         if bad:
             raise ValueError(f"[pooled] sets {bad}: an engine setting, the same for every chip; set it in [default]")
+        return v
+
+    @field_validator("chips", "pooled")
+    @classmethod
+    def _known_keys(cls, v: Any, info: ValidationInfo) -> Any:
+        """A table may set only calibration fields (a typo would otherwise surface later, when a
+        chip first takes the table)."""
+        tables = {} if v is None else v if info.field_name == "chips" else {"pooled": v}
+        for name, over in tables.items():
+            unknown = sorted(set(over) - set(Calibration.model_fields))
+            if unknown:
+                where = f"[chips.{name}]" if info.field_name == "chips" else "[pooled]"
+                raise ValueError(f"{where} sets {unknown}: not calibration fields "
+                                 f"(expected some of {sorted(Calibration.model_fields)})")
         return v
 
 

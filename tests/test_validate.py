@@ -645,7 +645,7 @@ def test_gpus_without_measurements_get_the_pooled_calibration_not_the_3d_default
     # however often the file is re-written
     assert cal.pooled == params
     V.write_calibration(fitted, target)
-    assert target.read_text().count("[pooled]") == 1
+    assert [line.strip() for line in target.read_text().splitlines()].count("[pooled]") == 1
     assert CalibrationFile.model_validate(load_toml(target)).pooled == params
     assert cal.default == CalibrationFile.model_validate(load_toml(shipped_calibration_path())).default
     assert "deepstack-3d" not in cal.chips

@@ -16,8 +16,10 @@ Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens p
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
 ``finetune_setting`` in ``tensorrt_llm/bench/build/tuning.py``: engine bytes = parameters x bytes per
 element, 0.95 of the rest for the KV cache, max(TP, KV heads) heads per token, the estimated
-requests rounded up to 64/32, 128 or 256; tokens per iteration = batch x (1 + ISL/OSL) rounded up,
-at least 2,048, at most 32,768) against the model's batch: the rows where the engine would cap it.
+requests, at most 4,096, divided by PP and rounded up to 64/32, 128 or 256; tokens per iteration
+= batch x (1 + ISL/OSL) rounded up, at least 2,048, at most 32,768) against the model's batch: the
+rows where the engine would cap it. The heuristic as read on TensorRT-LLM main; the 0.14 release's
+may differ (an older version takes the engine's size in decimal GB).
 The device memory is the catalog's capacity; the runtime reads NVML's total, which can be a little
 lower, so the estimate here is at most that much more generous.
 

@@ -3,6 +3,9 @@ validator fits per family, and a chip without a calibration table of its own tak
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+
 import pytest
 
 from codesign import catalog
@@ -62,68 +65,64 @@ def _calibration_without(tmp_path, *chips: str, pooled: dict[str, float] | None 
     return path
 
 
-def test_a_chip_without_its_own_table_takes_its_familys(tmp_path, monkeypatch):
-    shipped_h100 = hardware.calibration_for("h100-sxm")
-    shipped_default = hardware.calibration_file().default
-    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(_calibration_without(tmp_path, "h200-sxm", "a100-pcie-80gb")))
+@contextmanager
+def _in_use(path):
+    """The calibration at ``path`` in use inside the block ($CODESIGN_CALIBRATION), the shipped one after."""
+    old = os.environ.get(hardware.CALIBRATION_ENV)
+    os.environ[hardware.CALIBRATION_ENV] = str(path)
     hardware.forget_calibration()
     try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(hardware.CALIBRATION_ENV, None)
+        else:
+            os.environ[hardware.CALIBRATION_ENV] = old
+        hardware.forget_calibration()
+
+
+def test_a_chip_without_its_own_table_takes_its_familys(tmp_path):
+    shipped_h100 = hardware.calibration_for("h100-sxm")
+    shipped_default = hardware.calibration_file().default
+    with _in_use(_calibration_without(tmp_path, "h200-sxm", "a100-pcie-80gb")):
         assert "h200-sxm" not in hardware.calibration_file().chips
         # the H200 has no table: it takes the H100's (the hopper family's), die cap included
         assert hardware.calibration_for("h200-sxm") == shipped_h100
         assert hardware.calibration_for("h200-sxm").memory_bandwidth_cap_GBps is not None
         # the A100 PCIe is alone in its family (ampere-pcie) and this file has no [pooled]: [default] alone
         assert hardware.calibration_for("a100-pcie-80gb").model_dump() == shipped_default.model_dump()
-    finally:
-        monkeypatch.delenv(hardware.CALIBRATION_ENV)
-        hardware.forget_calibration()
 
 
-def test_a_chip_of_a_family_without_a_table_takes_the_pooled_fit(tmp_path, monkeypatch):
+def test_a_chip_of_a_family_without_a_table_takes_the_pooled_fit(tmp_path):
     """A chip with no table of its own or of its family (here the A100 PCIe, alone in
-    "ampere-pcie", with its table removed) takes [pooled] when the file has one, [default] when it has none; a 3D family
-    keeps [default] either way, and a chip with a table keeps it."""
+    "ampere-pcie", with its table removed) takes [pooled] when the file has one, [default] when
+    it has none; a 3D family keeps [default] either way (the hardware table's own path is checked
+    by tests/test_model_units.py's worked example), and a chip with a table keeps it."""
     pooled = {"compute_efficiency": 0.61, "memory_efficiency": 0.77, "network_efficiency": 0.55,
               "layer_overhead_us": 3.0, "runtime_reserve_GiB": 4.5, "usable_memory_fraction": 1.0}
     shipped_h100 = hardware.calibration_for("h100-sxm")
     default = hardware.calibration_file().default.model_dump()
     for table in (None, pooled):
-        monkeypatch.setenv(hardware.CALIBRATION_ENV, str(_calibration_without(tmp_path, "a100-pcie-80gb", pooled=table)))
-        hardware.forget_calibration()
-        try:
+        with _in_use(_calibration_without(tmp_path, "a100-pcie-80gb", pooled=table)):
             assert hardware.calibration_file().pooled == table
             assert hardware.calibration_for("a100-pcie-80gb").model_dump() == {**default, **(table or {})}
             assert hardware.calibration_for("deepstack-3d", stacked=True).model_dump() == default
             assert hardware.calibration_for("h100-sxm") == shipped_h100
-        finally:
-            monkeypatch.delenv(hardware.CALIBRATION_ENV)
-            hardware.forget_calibration()
 
 
-def test_the_pooled_table_cannot_set_an_engine_setting(tmp_path, monkeypatch):
-    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(_calibration_without(tmp_path, pooled={"kv_cache_free_fraction": 0.95})))
-    hardware.forget_calibration()
-    try:
-        with pytest.raises(InputError, match="engine setting"):
-            hardware.calibration_file()
-    finally:
-        monkeypatch.delenv(hardware.CALIBRATION_ENV)
-        hardware.forget_calibration()
+def test_the_pooled_table_cannot_set_an_engine_setting(tmp_path):
+    bad = _calibration_without(tmp_path, pooled={"kv_cache_free_fraction": 0.95})
+    with _in_use(bad), pytest.raises(InputError, match="engine setting"):
+        hardware.calibration_file()
 
 
-def test_a_calibration_table_with_an_unknown_key_is_bad_input(tmp_path, monkeypatch):
+def test_a_calibration_table_with_an_unknown_key_is_bad_input(tmp_path):
     for table in ({"compute_eficiency": 0.6}, None):
         path = _calibration_without(tmp_path, pooled=table)
         if table is None:  # a chip table with a typo
             path.write_text(path.read_text().replace("[chips.l40s]\n", "[chips.l40s]\nmemory_eficiency = 0.7\n"))
-        monkeypatch.setenv(hardware.CALIBRATION_ENV, str(path))
-        hardware.forget_calibration()
-        try:
-            with pytest.raises(InputError, match="not calibration fields"):
-                hardware.calibration_file()
-        finally:
-            monkeypatch.delenv(hardware.CALIBRATION_ENV)
-            hardware.forget_calibration()
+        with _in_use(path), pytest.raises(InputError, match="not calibration fields"):
+            hardware.calibration_file()
 
 
 def test_a_pooled_table_after_the_chip_tables_survives_a_rewrite(tmp_path):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -61,35 +62,36 @@ def _prefill_links(row: V.Row, t: V.RowTerms) -> None:
     t.prefill["net_bw"] *= 0.5
 
 
+#: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
+#: the engine's own table, NVFP4 at 0.5 without its scales (the model's fp4 counts 0.5625)
+TRTLLM_BYTES_PER_ELEM = {"fp8": 1.0, "fp4": 0.5}
+#: ``finetune_setting``'s rounding: (below this, round up to a multiple of this), the last open-ended
+BATCH_TIERS = ((256, 32), (1024, 128), (math.inf, 256))
+TOKEN_TIERS = ((4096, 256), (8192, 512), (math.inf, 1024))
+
+
+def _round_up(x: float, tiers: tuple[tuple[float, int], ...]) -> int:
+    quantum = next(q for limit, q in tiers if x < limit)
+    return quantum * math.ceil(x / quantum)
+
+
 def engine_limits(row: V.Row) -> tuple[float, int, int]:
     """trtllm-bench's estimate of the requests the KV cache holds, and the engine's maximum batch
     and tokens per iteration it builds from it (see the module docstring)."""
-    import math
-
     from codesign import catalog
     from codesign.model.workload import load_workload, param_counts
 
     w = load_workload(row.model)
-    weight_B = 1.0 if row.precision == "fp8" else 0.5 if row.precision == "fp4" else 2.0
-    kv_B = 1.0 if row.kv_cache_precision == "fp8" else 2.0
+    weight_B = TRTLLM_BYTES_PER_ELEM.get(row.precision, 2.0)
+    kv_B = TRTLLM_BYTES_PER_ELEM.get(row.kv_cache_precision, 2.0)
     gib_per_token = 2 * w.num_layers * max(row.tp, w.num_kv_heads) * w.head_dim * kv_B / 2**30
     gpus = row.tp * row.pp
     free_gib = catalog.load_chip(row.gpu).memory_capacity_GiB * gpus - param_counts(w).total * weight_B / 2**30
     requests = free_gib * 0.95 / gib_per_token / (row.isl + row.osl)
     raw_bs = min(requests, 4096) / row.pp
     raw_tokens = min(raw_bs * (1 + row.isl / row.osl), 32768)
-    if raw_bs < 256:
-        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        max_bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        max_bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        max_tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    max_bs = max(64, _round_up(raw_bs, BATCH_TIERS))  # the floor of 64 binds in the first tier only
+    max_tokens = max(2048, _round_up(raw_tokens, TOKEN_TIERS))
     return requests, max_bs, max_tokens
 
 
@@ -115,22 +117,21 @@ PROBES: dict[str, Callable[[V.Row, V.RowTerms], None] | None] = {
 
 @contextmanager
 def probing(change: Callable[[V.Row, V.RowTerms], None] | None) -> Iterator[None]:
-    """The validator with ``change`` applied to every row's terms as the fit reads them."""
-    original = V._TermCache.at
+    """The validator with ``change`` applied to every row's terms where they are computed
+    (``validate.row_terms``, which the fit's term cache calls once per row and batch)."""
+    original = V.row_terms
 
-    def at(self: V._TermCache, row: V.Row, batch: int) -> V.RowTerms:
-        key = (row.id, batch)
-        fresh = key not in self.terms
-        t = original(self, row, batch)
-        if fresh and change is not None:  # once per cached entry
+    def row_terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
+        t = original(row, batch, variant)
+        if change is not None:
             change(row, t)
         return t
 
-    V._TermCache.at = at
+    V.row_terms = row_terms
     try:
         yield
     finally:
-        V._TermCache.at = original
+        V.row_terms = original
 
 
 def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:

@@ -1521,11 +1521,9 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     while cut > 0 and (not old[cut - 1].strip() or old[cut - 1].lstrip().startswith("#")):
         cut -= 1
     head = _without_table(old[:cut], "fitted_on")
-    if POOLED in fitted:  # written anew below; else the file's own [pooled] is kept
-        head = _without_table(head, POOLED)
-    # a [pooled] table placed after the [chips.*] tables is not in the head: carried over below
-    pooled_after_chips = (POOLED not in fitted and isinstance(data.get(POOLED), dict)
-                          and not any(re.match(rf"^\[\s*{POOLED}\s*\]", line.strip()) for line in head))
+    # [pooled] is written anew below (from the fit, else carried over from the parsed file, wherever
+    # its table stood)
+    head = _without_table(head, POOLED)
     if not any(line.strip() == "[default]" for line in head):
         default = hardware.calibration_file().default.model_dump()
         head += ["", "[default]", *[f"{k} = {val(v)}" for k, v in default.items()]]
@@ -1543,19 +1541,19 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
                   f"csv = {json.dumps(Path(csv_path).name)}", f"csv_sha256 = {json.dumps(csv_sha256)}",
                   f"split = {json.dumps(Path(split_file).name if split_file is not None else 'by row id')}",
                   f"split_rule = {json.dumps('id-hash' if by_hash else 'own')}"]
-    if POOLED in fitted:  # what a chip of a family without measurements takes (hardware.calibration_for)
-        res = fitted[POOLED]
+    # what a chip with no table of its own or of its family takes (hardware.calibration_for)
+    pooled = fitted[POOLED]["params"] if POOLED in fitted else data.get(POOLED)
+    if pooled is not None:
+        if POOLED in fitted:
+            res = fitted[POOLED]
+            what = (f"fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
+                    f"held-out MAPE {res['held_out_mape_pct']:.1f} % on {res['n_held_out']} rows")
+        else:
+            what = "carried over from the file this one was started from"
         while lines and not lines[-1].strip():
             lines.pop()
-        lines += ["", "# every measured family pooled, for chips of families without measurements and without a table of",
-                  f"# their own: fit MAPE {res['fit_mape_pct']:.1f} % on {res['n_fit']} rows, "
-                  f"held-out MAPE {res['held_out_mape_pct']:.1f} % on {res['n_held_out']} rows",
-                  f"[{POOLED}]", *[f"{k} = {val(v)}" for k, v in res["params"].items()]]
-    elif pooled_after_chips:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        lines += ["", "# every measured family pooled (carried over from the file this one was started from)",
-                  f"[{POOLED}]", *[f"{k} = {val(v)}" for k, v in data[POOLED].items()]]
+        lines += ["", f"# every measured family pooled, for chips with no table of their own or of their family: {what}",
+                  f"[{POOLED}]", *[f"{k} = {val(v)}" for k, v in pooled.items()]]
     for cid in sorted(chips):
         lines.append("")
         if cid in fam_of_chip:

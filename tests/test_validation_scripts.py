@@ -104,7 +104,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
     once per cached row, on its rows only; the validator is restored on exit."""
     llama, mixtral = row("p1", "h100-sxm", 8), V.Row("p2", "mixtral-8x7b", "h100-sxm", 8, 8, 1, 1, 1, "fp16",
                                                      1000, 1000, 8, "output_tokens_per_s", 1.0)
-    original = V._TermCache.at
+    original = V.row_terms
     base = V._TermCache(V.MODEL)
     ref = {r.id: base.at(r, 8) for r in (llama, mixtral)}
     expected = {  # probe -> row -> (phase, term, factor)
@@ -122,7 +122,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
                 for ph in ("prefill", "decode"):
                     for k, v in getattr(ref[r.id], ph).items():
                         assert getattr(t, ph)[k] == pytest.approx(v * scaled.get((ph, k), 1.0), rel=1e-12), (name, r.id, ph, k)
-    assert V._TermCache.at is original
+    assert V.row_terms is original
     assert V._TermCache(V.MODEL).at(llama, 8).prefill == ref["p1"].prefill
 
 

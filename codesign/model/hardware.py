@@ -192,33 +192,19 @@ class CalibrationFile(Strict):
     pooled: dict[str, float] | None = None
     chips: dict[str, dict[str, float]] = Field(default_factory=dict)
 
-    @field_validator("chips")
-    @classmethod
-    def _no_engine_keys(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        for cid, over in v.items():
-            bad = sorted(set(over) & set(ENGINE_CALIBRATION_KEYS))
-            if bad:
-                raise ValueError(f"[chips.{cid}] sets {bad}: an engine setting, the same for every chip; set it in [default]")
-        return v
-
-    @field_validator("pooled")
-    @classmethod
-    def _no_engine_keys_pooled(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        bad = sorted(set(v or {}) & set(ENGINE_CALIBRATION_KEYS))
-        if bad:
-            raise ValueError(f"[pooled] sets {bad}: an engine setting, the same for every chip; set it in [default]")
-        return v
-
     @field_validator("chips", "pooled")
     @classmethod
-    def _known_keys(cls, v: Any, info: ValidationInfo) -> Any:
-        """A table may set only calibration fields (a typo would otherwise surface later, when a
-        chip first takes the table)."""
-        tables = {} if v is None else v if info.field_name == "chips" else {"pooled": v}
+    def _chip_level_keys(cls, v: Any, info: ValidationInfo) -> Any:
+        """A chip-level table sets calibration fields only, and no engine setting (those are
+        ``[default]``'s); a typo would otherwise surface only when a chip first takes the table."""
+        tables = {} if v is None else v if info.field_name == "chips" else {None: v}
         for name, over in tables.items():
+            where = f"[chips.{name}]" if name is not None else "[pooled]"
+            bad = sorted(set(over) & set(ENGINE_CALIBRATION_KEYS))
+            if bad:
+                raise ValueError(f"{where} sets {bad}: an engine setting, the same for every chip; set it in [default]")
             unknown = sorted(set(over) - set(Calibration.model_fields))
             if unknown:
-                where = f"[chips.{name}]" if info.field_name == "chips" else "[pooled]"
                 raise ValueError(f"{where} sets {unknown}: not calibration fields "
                                  f"(expected some of {sorted(Calibration.model_fields)})")
         return v
@@ -286,19 +272,19 @@ def calibration_for(chip_or_family: str, *, stacked: bool = False) -> Calibratio
     over = cal.chips.get(chip_or_family)
     if over is None:
         over = _family_table(cal, chip_or_family)
-    if not over and not stacked and cal.pooled is not None:
+    if over is None and not stacked:
         over = cal.pooled
-    return Calibration.model_validate({**cal.default.model_dump(), **over})
+    return Calibration.model_validate({**cal.default.model_dump(), **(over or {})})
 
 
-def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float]:
-    """The calibration table a catalog chip without its own inherits from its family ({} if no
-    chip of the family has one, or if ``chip`` is not a catalog id: then only ``[default]``)."""
+def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float] | None:
+    """The calibration table a catalog chip without its own inherits from its family (None if no
+    chip of the family has one, or if ``chip`` is not a catalog id)."""
     from codesign import catalog
 
     family = catalog.chip_family(chip)  # a 3D family's id or a non-catalog chip: its own, no kin
     kin = [c for c in sorted(cal.chips) if catalog.chip_family(c) == family]
-    return cal.chips[kin[0]] if kin else {}
+    return cal.chips[kin[0]] if kin else None
 
 
 def achieved_memory_fraction(memory_efficiency: Any, cap_GBps: float | None, peak_GBps: Any) -> Any:

@@ -197,10 +197,11 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # the logits of each sequence's last new token, LM head to sampling (eq. 2.15l): whole on
         # every TP rank after the gather, on the last stage (charged like the head's FLOPs); under
         # attention DP a rank samples only its own sequences
-        logits_b = np.asarray(c.bytes_logits, dtype=float) * (1.0 - adp * (1.0 - 1.0 / tp))
+        own_share = 1.0 - adp * (1.0 - 1.0 / tp)  # of the micro-batch's sequences, on one rank
+        logits_b = np.asarray(c.bytes_logits, dtype=float) * own_share
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # attention DP: a rank sends the next stage only its own sequences' hidden states
-        message_p2p = message * (1.0 - adp * (1.0 - 1.0 / tp))
+        message_p2p = message * own_share
         # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
         ar = network.hierarchical_allreduce(tp, domain, message)
         # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its

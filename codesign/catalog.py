@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.paths import catalog_dir
@@ -117,6 +117,12 @@ class Chip(CatalogEntry):
     scale_up_interconnect: str = Field(min_length=1)
     scale_up_bandwidth_GBps_per_direction: float = Field(gt=0)
     scale_up_domain_size: int = Field(ge=1)
+    #: a scale-up fabric of PCIe through the CPUs of a two-socket server: the cards each socket
+    #: holds, and the bandwidth between cards of different sockets as a fraction of that between
+    #: cards of one socket. A TP ring over more cards than one socket holds crosses the sockets'
+    #: link, its slowest hop (model.md eq. 3.17c). None: one fabric, no socket boundary
+    scale_up_socket_size: int | None = Field(default=None, ge=1)
+    cross_socket_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     scale_out_interconnect: str = Field(min_length=1)
     scale_out_bandwidth_GBps_per_direction: float = Field(gt=0)
     host_link_bandwidth_GBps_per_direction: float = Field(gt=0)
@@ -149,6 +155,16 @@ class Chip(CatalogEntry):
         if info.data.get("die_area_mm2") == 0 and "die_area_mm2" not in map(_assumed_key, value):
             raise ValueError("die_area_mm2 is 0 (not public) but no assumption names it")
         return value
+
+    @model_validator(mode="after")
+    def _sockets_whole(self) -> Chip:
+        socket, fraction = self.scale_up_socket_size, self.cross_socket_bandwidth_fraction
+        if (socket is None) != (fraction is None):
+            raise ValueError("scale_up_socket_size and cross_socket_bandwidth_fraction go together: give both or neither")
+        if socket is not None and socket >= self.scale_up_domain_size:
+            raise ValueError(f"scale_up_socket_size {socket} must be below scale_up_domain_size "
+                             f"{self.scale_up_domain_size} (a domain of one socket has no socket boundary: leave both unset)")
+        return self
 
     def peak_dense_FLOPS(self, precision: str) -> float:
         """Dense peak in FLOP/s at ``precision``; InputError if the chip does not list it."""

@@ -431,6 +431,9 @@ class Variant:
     runtime_batch_table: bool = False
     #: the embedding table whole on every TP rank (schedule.REPLICATED_EMBEDDING)
     replicated_embedding: bool = False
+    #: ablation of §5.14: a PCIe server's cards on one fabric, no socket boundary (the chips'
+    #: scale_up_socket_size ignored)
+    one_socket: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -486,6 +489,9 @@ def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
 
     chip = catalog.load_chip(row.gpu)
     system: dict[str, Any] = {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size}
+    if chip.scale_up_socket_size is not None and not variant.one_socket:
+        system.update(scale_up_socket=chip.scale_up_socket_size,
+                      cross_socket_bandwidth_fraction=chip.cross_socket_bandwidth_fraction)
     if variant.pcie_as_before and row.gpu in PCIE_CARDS_BEFORE:
         system.update(PCIE_CARDS_BEFORE[row.gpu])
     if variant.l40s_tp_over_pcie and row.gpu == "l40s":
@@ -1598,6 +1604,7 @@ _UNDO = {
     "switch": {"ring_allreduce": True},
     "requests": {"no_request_cap": True},
     "logits-memory": {"no_logits_traffic": True},
+    "sockets": {"one_socket": True},
 }
 
 
@@ -1614,7 +1621,8 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: scale-up over PCIe, the A100 PCIe card's own calibration family, a fixed latency of every TP
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
-#: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic
+#: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
+#: server's two CPU sockets
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1628,7 +1636,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+bandwidth-cap", "cap"),
     ("+in-switch-allreduce", "switch"),
     ("+request-cap", "requests"),
-    ("model", "logits-memory"),
+    ("+logits-memory", "logits-memory"),
+    ("model", "sockets"),
 )
 
 
@@ -1664,7 +1673,8 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-ring-step-latency", "steps"),
     _without("model-without-bandwidth-cap", "cap"),
     _without("model-without-in-switch-allreduce", "switch"),
-    # (the logits traffic's ablation, fix 13, is "+request-cap" above)
+    _without("model-without-logits-memory", "logits-memory"),
+    # (the sockets' ablation, fix 14, is "+logits-memory" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

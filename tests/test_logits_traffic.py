@@ -51,13 +51,16 @@ def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
     assert _local_bytes(V.MODEL) == on
 
 
-def test_the_fix_chain_ends_with_the_logits_traffic():
-    """Fix 13 is the last of the chain: its stage before the model ("+request-cap") is the model
-    without the logits traffic, and nothing else undone."""
-    assert V.FIX_ORDER[-1] == ("model", "logits-memory")
-    before = next(v for v in V.PROPOSALS if v.name == "+request-cap")
-    assert before == V.Variant("+request-cap", no_logits_traffic=True)
-    assert not V.MODEL.no_logits_traffic
+def test_the_fix_chain_adds_the_logits_traffic_before_the_sockets():
+    """Fix 13 comes before fix 14 (the PCIe server's sockets), the last of the chain: the stage
+    before it ("+request-cap") undoes both, its own stage ("+logits-memory") only the sockets, and
+    its ablation alone is a proposal of its own."""
+    assert V.FIX_ORDER[-2:] == (("+logits-memory", "logits-memory"), ("model", "sockets"))
+    stages = {v.name: v for v in V.PROPOSALS}
+    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True)
+    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True)
+    assert stages["model-without-logits-memory"] == V.Variant("model-without-logits-memory", no_logits_traffic=True)
+    assert not V.MODEL.no_logits_traffic and not V.MODEL.one_socket
 
 
 def test_the_logits_sit_on_the_last_stage_whole():

@@ -153,7 +153,7 @@ def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
             Product(f"{phase}.energy_compute", s("flops"), f"J_per_flop@{prec}"),
             Product(f"{phase}.energy_dram", s("bytes_local"), "J_per_B_local"),
             Product(f"{phase}.energy_pool", s("bytes_pool"), "J_per_B_pool"),
-            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "reduce_ring*J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_up", s("moved_scale_up"), "reduce_ring*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_up_in_switch", s("moved_scale_up_in_switch"), "reduce_in_switch*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_out", s("bytes_scale_out"), "J_per_B_scale_out"),
         )

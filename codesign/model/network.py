@@ -86,6 +86,19 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
     return _hierarchical(ring_allgather, n, domain, result_B)
 
 
+def socket_slowdown(n: ArrayLike, domain: int, socket: int | None, fraction: float) -> np.ndarray:
+    """Time factor of a TP group's scale-up ring on a two-socket PCIe fabric (eq. 3.17c).
+
+    The ring inside one scale-up domain spans min(n, domain) devices; if that is more than one
+    socket holds, it crosses the sockets' link, whose bandwidth is ``fraction`` of the PCIe path
+    inside a socket. Every hop of a ring carries the same bytes, so the slowest one sets the
+    ring's pace: its bytes take 1 / fraction of the time. 1 elsewhere (and with ``socket`` None)."""
+    n = _f(n)
+    if socket is None:
+        return np.ones_like(n)
+    return np.where(np.minimum(n, domain) > socket, 1.0 / fraction, 1.0)
+
+
 #: NCCL runs an all-reduce in the NVSwitch (NVLink SHARP, "NVLS") only from 5 ranks on: with 2-4
 #: GPUs NVLS measures the ring's bus bandwidth (github.com/NVIDIA/nccl/issues/1455)
 IN_SWITCH_MIN_RANKS = 5

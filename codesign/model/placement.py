@@ -176,6 +176,10 @@ class PlacementProblem:
     combine_B_per_selection: float
     up_Bps: float
     out_Bps: float
+    #: a two-socket PCIe scale-up fabric (the chip's scale_up_socket_size, eq. 3.17c): a TP ring
+    #: over more members of one domain than a socket holds runs at cross_socket_fraction of up_Bps
+    up_socket: int | None
+    cross_socket_fraction: float
     up_latency_s: float
     out_latency_s: float
     a2a_latency_s: float
@@ -420,6 +424,8 @@ def build_problem(inst) -> PlacementProblem:
         combine_B_per_selection=(B / D) * h * net.combine_bytes_per_element,
         up_Bps=up_Bps,
         out_Bps=out_Bps,
+        up_socket=chip.scale_up_socket_size,
+        cross_socket_fraction=chip.cross_socket_bandwidth_fraction or 1.0,
         # a TP ring step: the link's latency and the software step latency (eq. P8; model.md 3.13d)
         up_latency_s=up_ic.latency_s + step_s,
         out_latency_s=out_ic.latency_s + step_s,
@@ -455,7 +461,9 @@ def pattern_cost(pb: PlacementProblem, parts: tuple[int, ...]) -> tuple[float, f
         return 0.0, 0.0
     m = len(a)
     amax, amin = max(a), min(a)
-    intra = 2.0 * (amax - 1) / amax * M / pb.up_Bps + 2 * (amax - 1) * pb.up_latency_s if amax > 1 else 0.0
+    # the largest part's ring crosses the sockets' link if it spans more than one socket (eq. 3.17c)
+    slow = float(network.socket_slowdown(amax, max(pb.domains), pb.up_socket, pb.cross_socket_fraction))
+    intra = 2.0 * (amax - 1) / amax * M / pb.up_Bps * slow + 2 * (amax - 1) * pb.up_latency_s if amax > 1 else 0.0
     e = sum(2.0 * (x - 1) * M for x in a) * pb.J_per_B_up
     if m == 1:
         return intra, e

@@ -224,9 +224,16 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b + logits_b
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
-        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up
+        # the TP collectives' rings on a two-socket PCIe fabric run at the pace of the sockets'
+        # link where they cross it (eq. 3.17c): their bytes timed x slow, moved as they are
+        slow = network.socket_slowdown(tp, domain, inst.system.scale_up_socket,
+                                       inst.system.cross_socket_bandwidth_fraction)
+        timed_up = slow * (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B) + has_p2p * p2p.scale_up_B
+        f[f"{phase}.bytes_scale_up"] = timed_up
+        f[f"{phase}.moved_scale_up"] = per_layer * ar.scale_up_B + others_up
         # on links whose switches reduce (interconnect in_switch_reduction, eq. 4.9b)
-        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + others_up
+        f[f"{phase}.bytes_scale_up_in_switch"] = (slow * (per_layer * ar_switch_timed + has_tp * logits.scale_up_B)
+                                                   + has_p2p * p2p.scale_up_B)
         f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + others_up
         f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + has_tp * logits.scale_up_steps
                                         + has_p2p * p2p.scale_up_steps)

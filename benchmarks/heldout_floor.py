@@ -13,7 +13,8 @@ per (model, chip) group, and the generalisation gap per family (shipped held-out
 batch b* at which the shipped calibration's prediction equals the measurement (bisection on the
 model's own step times, linear between neighbouring batch steps) and the sequences x (ISL + OSL)
 it holds, against the model's batch. A row family whose b* x (ISL + OSL) is constant across
-ISL/OSL while the model's batch is right on the sibling chip points at memory, not time.
+ISL/OSL while the model's batch is right on the sibling chip points at memory, not time; and
+the runtime reserve that would make b* the memory batch (C - W - b* x KV per sequence / f).
 
 Writes validation/heldout_floor.json.
 
@@ -103,7 +104,7 @@ def implied_batch(row: V.Row, cal: dict[str, Any]) -> float | None:
 
 
 def implied_capacity(csv: str) -> dict[str, Any]:
-    from codesign.model.hardware import calibration_for
+    from codesign.model.hardware import GiB, calibration_for
 
     out: dict[str, Any] = {}
     for r in V.read_rows(csv)[0]:
@@ -114,10 +115,14 @@ def implied_capacity(csv: str) -> dict[str, Any]:
             continue
         b = implied_batch(r, calibration_for(r.gpu).model_dump())
         seq = r.isl + r.osl
+        fp = choice.footprint
+        # the runtime reserve that would make b* the memory batch: C - W - b* x KV per sequence / f
+        reserve = None if b is None else (fp.raw_capacity_B - fp.weights_B - b * fp.kv_per_sequence_B / fp.kv_free_fraction)
         out[r.id] = {"group": f"{r.model}|{r.gpu}", "precision": r.precision, "tp": r.tp, "isl": r.isl, "osl": r.osl,
                      "model_batch": choice.batch, "model_tokens": choice.batch * seq,
                      "implied_batch": None if b is None else round(b, 1),
-                     "implied_tokens": None if b is None else round(b * seq)}
+                     "implied_tokens": None if b is None else round(b * seq),
+                     "implied_reserve_GiB": None if reserve is None else round(reserve / GiB, 2)}
     return out
 
 

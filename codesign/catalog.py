@@ -120,7 +120,7 @@ class Chip(CatalogEntry):
     #: a scale-up fabric of PCIe through the CPUs of a two-socket server: the cards each socket
     #: holds, and the bandwidth between cards of different sockets as a fraction of that between
     #: cards of one socket. A TP ring over more cards than one socket holds crosses the sockets'
-    #: link, its slowest hop (model.md eq. 3.17c). None: one fabric, no socket boundary
+    #: link, its slowest hop (model.md eq. 3.17b). None: one fabric, no socket boundary
     scale_up_socket_size: int | None = Field(default=None, ge=1)
     cross_socket_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     scale_out_interconnect: str = Field(min_length=1)

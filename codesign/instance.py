@@ -170,7 +170,7 @@ class SystemSpec(Strict):
         default=None,
         gt=0,
         description="devices per CPU socket of a PCIe scale-up fabric (a ring over more crosses the "
-        "sockets' link, eq. 3.17c); None = no socket boundary",
+        "sockets' link, eq. 3.17b); None = no socket boundary",
     )
     cross_socket_bandwidth_fraction: float = Field(
         default=1.0, gt=0, le=1, description="bandwidth between sockets as a fraction of that inside one"

@@ -1,4 +1,4 @@
-"""A TP ring across the two CPU sockets of a PCIe server (model.md eq. 3.17c, VALIDATION.md §5.14).
+"""A TP ring across the two CPU sockets of a PCIe server (model.md eq. 3.17b, VALIDATION.md §5.14).
 
 Hand-derived figures. Llama 3.1 70B (hidden 8,192, 80 layers, vocabulary 128,256), 64 sequences,
 one decode step, 16-bit activations on the A100 PCIe card's 8-card server (sockets of 4 cards,

@@ -87,7 +87,7 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
 
 
 def socket_slowdown(n: ArrayLike, domain: int, socket: int | None, fraction: float) -> np.ndarray:
-    """Time factor of a TP group's scale-up ring on a two-socket PCIe fabric (eq. 3.17c).
+    """Time factor of a TP group's scale-up ring on a two-socket PCIe fabric (eq. 3.17b).
 
     The ring inside one scale-up domain spans min(n, domain) devices; if that is more than one
     socket holds, it crosses the sockets' link, whose bandwidth is ``fraction`` of the PCIe path

@@ -176,7 +176,7 @@ class PlacementProblem:
     combine_B_per_selection: float
     up_Bps: float
     out_Bps: float
-    #: a two-socket PCIe scale-up fabric (the chip's scale_up_socket_size, eq. 3.17c): a TP ring
+    #: a two-socket PCIe scale-up fabric (the chip's scale_up_socket_size, eq. 3.17b): a TP ring
     #: over more members of one domain than a socket holds runs at cross_socket_fraction of up_Bps
     up_socket: int | None
     cross_socket_fraction: float
@@ -461,7 +461,7 @@ def pattern_cost(pb: PlacementProblem, parts: tuple[int, ...]) -> tuple[float, f
         return 0.0, 0.0
     m = len(a)
     amax, amin = max(a), min(a)
-    # the largest part's ring crosses the sockets' link if it spans more than one socket (eq. 3.17c)
+    # the largest part's ring crosses the sockets' link if it spans more than one socket (eq. 3.17b)
     slow = float(network.socket_slowdown(amax, max(pb.domains), pb.up_socket, pb.cross_socket_fraction))
     intra = 2.0 * (amax - 1) / amax * M / pb.up_Bps * slow + 2 * (amax - 1) * pb.up_latency_s if amax > 1 else 0.0
     e = sum(2.0 * (x - 1) * M for x in a) * pb.J_per_B_up

@@ -225,7 +225,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
         # the TP collectives' rings on a two-socket PCIe fabric run at the pace of the sockets'
-        # link where they cross it (eq. 3.17c): their bytes timed x slow, moved as they are
+        # link where they cross it (eq. 3.17b): their bytes timed x slow, moved as they are
         slow = network.socket_slowdown(tp, domain, inst.system.scale_up_socket,
                                        inst.system.cross_socket_bandwidth_fraction)
         timed_up = slow * (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B) + has_p2p * p2p.scale_up_B

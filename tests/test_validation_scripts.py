@@ -3,6 +3,7 @@ checked by hand, and their patches of ``codesign.validate`` restored on exit."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ def _load(name: str):
 step_forms = _load("step_forms")
 pcie_topology = _load("pcie_topology")
 hopper_alternatives = _load("hopper_alternatives")
+heldout_floor = _load("heldout_floor")
 
 #: compute 1.0 s at ce = 0.7, weights + KV 1.0 s and activations 0.5 s at me = 0.8 (no cap),
 #: pooled 0.2 s, overlap 0.5
@@ -143,3 +145,17 @@ def test_trtllm_bench_engine_limits_by_hand():
     requests, max_bs, max_tokens = term_probes.engine_limits(m)
     assert requests == pytest.approx((1128 - 46_702_792_704 / 2**30) * 0.95 / (65_536 / 2**30) / 4224)
     assert round(requests, 1) == 3996.2 and (max_bs, max_tokens) == (4096, 4608)
+
+
+@pytest.mark.parametrize("batch", [16, 40])
+def test_implied_batch_inverts_the_prediction(batch):
+    """heldout_floor.implied_batch (§6.6): a row whose measurement is the model's own prediction at
+    batch b implies b (Llama 70B FP16, 2 H100, 1000/1000, an offline row), and one between the
+    predictions at b and b + 1 lies between them; the bisection is on the model's own step times."""
+    r = V.Row("x", "llama-3.1-70b", "h100-sxm", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    cal = calibration_for(r.gpu).model_dump()
+    at = {b: V.recompose(V.row_terms(r, b), cal) for b in (batch, batch + 1)}
+    exact = dataclasses.replace(r, value=at[batch])
+    assert heldout_floor.implied_batch(exact, cal) == pytest.approx(batch, abs=1e-9)
+    mid = dataclasses.replace(r, value=(at[batch] + at[batch + 1]) / 2)
+    assert batch < heldout_floor.implied_batch(mid, cal) < batch + 1

@@ -156,25 +156,11 @@ def check_decisions(spec: InstanceFile, path: Path | None) -> None:
         check(f"workloads[{i}].decisions", w.decisions, SCHEDULE_DECISIONS)
 
 
-#: system fields added after solutions were stored, hashed only where they differ from their
-#: default: an instance that does not use them keeps its content hash (and its stored solution)
-SYSTEM_FIELDS_HASHED_WHEN_SET: dict[str, Any] = {"scale_up_socket": None, "cross_socket_bandwidth_fraction": 1.0}
-
-
 class SystemSpec(Strict):
     """The system the devices live in: count, topology, links, optional pooled memory."""
 
     devices: int = Field(gt=0)
     scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
-    scale_up_socket: int | None = Field(
-        default=None,
-        gt=0,
-        description="devices per CPU socket of a PCIe scale-up fabric (a ring over more crosses the "
-        "sockets' link, eq. 3.17b); None = no socket boundary",
-    )
-    cross_socket_bandwidth_fraction: float = Field(
-        default=1.0, gt=0, le=1, description="bandwidth between sockets as a fraction of that inside one"
-    )
     topology: Literal["switch", "ring", "torus-2d", "hierarchical"] = "hierarchical"
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
     scale_out: str | None = None
@@ -322,11 +308,7 @@ class Instance:
     @cached_property
     def content_hash(self) -> str:
         """SHA-256 of the merged, validated content (stable across formatting and `extends`)."""
-        content = self.spec.model_dump(mode="json")
-        for key, default in SYSTEM_FIELDS_HASHED_WHEN_SET.items():
-            if content["system"].get(key) == default:
-                del content["system"][key]
-        blob = json.dumps(content, sort_keys=True).encode()
+        blob = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
     def qualify(self, workload: str, key: str) -> str:

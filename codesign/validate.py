@@ -455,14 +455,17 @@ def model_switches(variant: Variant):
     """The model with the variant's code-level ablations while inside: ``embeddings_at_weight_precision``
     (the 16-bit floor ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0), ``no_logits_gather``
     (``schedule.LOGITS_GATHER`` off), ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off),
-    ``no_logits_traffic`` (``workload.LOGITS_TRAFFIC`` off) and ``ring_allreduce``
-    (``network.IN_SWITCH_MIN_RANKS`` infinite)."""
+    ``no_logits_traffic`` (``workload.LOGITS_TRAFFIC`` off), ``ring_allreduce``
+    (``network.IN_SWITCH_MIN_RANKS`` infinite) and ``one_socket`` (``network.SOCKETS`` off)."""
     from codesign.model import network, schedule, workload
 
     saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC,
              workload.LOGITS_TRAFFIC)
     saved_switch = network.IN_SWITCH_MIN_RANKS
     saved_embedding = schedule.REPLICATED_EMBEDDING
+    saved_sockets = network.SOCKETS
+    if variant.one_socket:
+        network.SOCKETS = False
     if variant.replicated_embedding:
         schedule.REPLICATED_EMBEDDING = True
     if variant.ring_allreduce:
@@ -482,6 +485,7 @@ def model_switches(variant: Variant):
          workload.LOGITS_TRAFFIC) = saved
         network.IN_SWITCH_MIN_RANKS = saved_switch
         schedule.REPLICATED_EMBEDDING = saved_embedding
+        network.SOCKETS = saved_sockets
 
 
 def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
@@ -489,9 +493,6 @@ def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
 
     chip = catalog.load_chip(row.gpu)
     system: dict[str, Any] = {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size}
-    if chip.scale_up_socket_size is not None and not variant.one_socket:
-        system.update(scale_up_socket=chip.scale_up_socket_size,
-                      cross_socket_bandwidth_fraction=chip.cross_socket_bandwidth_fraction)
     if variant.pcie_as_before and row.gpu in PCIE_CARDS_BEFORE:
         system.update(PCIE_CARDS_BEFORE[row.gpu])
     if variant.l40s_tp_over_pcie and row.gpu == "l40s":
@@ -752,7 +753,8 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency,
             "memory_local": (g("memory_local") + g("memory_local_overlapped")) * mem_eff,
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
-            "net_bw": (g("scale_up_bw") + g("scale_up_bw_in_switch") + g("scale_out_bw")) * cal.network_efficiency,
+            "net_bw": (g("scale_up_bw") + g("scale_up_bw_in_switch") + g("scale_up_bw_cross") + g("scale_out_bw"))
+                      * cal.network_efficiency,
             "net_latency": g("scale_up_latency") + g("scale_out_latency"),
             # counts read off the model: layers of the stage, ring steps of its TP collectives (eq. 4.10a)
             "layers": float(m[f"{ph}_step.layers"]),

@@ -76,9 +76,7 @@ def test_pcie_topology_changes_only_the_a100_pcie_rows_and_is_undone():
     before = V._system_of
     with pcie_topology.topology({"scale_up_domain": 4, "scale_out": "pcie-gen4-x16"}):
         assert V._system_of(row("p", "a100-pcie-80gb", 8), V.MODEL) == {
-            "devices": 8, "scale_up_domain": 4, "scale_out": "pcie-gen4-x16",
-            # the catalog's sockets stay; inert with a domain of one socket's 4 cards
-            "scale_up_socket": 4, "cross_socket_bandwidth_fraction": 0.72}
+            "devices": 8, "scale_up_domain": 4, "scale_out": "pcie-gen4-x16"}
         assert V._system_of(row("s", "a100-sxm-80gb", 8), V.MODEL) == before(row("s", "a100-sxm-80gb", 8), V.MODEL)
     assert V._system_of is before
 

@@ -132,6 +132,8 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         # the all-reduces run in a ring or in the switches (eq. 4.9b): one of the two is zero
         Product(f"{tag}.scale_up_bw", s("bytes_scale_up"), hw("reduce_ring*s_per_B_scale_up")),
         Product(f"{tag}.scale_up_bw_in_switch", s("bytes_scale_up_in_switch"), hw("reduce_in_switch*s_per_B_scale_up")),
+        # a ring across a server's CPU sockets: its bytes again at the extra time per byte (eq. 3.17b)
+        Product(f"{tag}.scale_up_bw_cross", s("bytes_scale_up_cross"), hw("reduce_ring*s_per_B_scale_up_cross")),
         Product(f"{tag}.scale_up_latency", s("steps_scale_up"), hw("s_per_step_scale_up")),
         Product(f"{tag}.scale_out_bw", s("bytes_scale_out"), hw("s_per_B_scale_out")),
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
@@ -153,7 +155,7 @@ def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
             Product(f"{phase}.energy_compute", s("flops"), f"J_per_flop@{prec}"),
             Product(f"{phase}.energy_dram", s("bytes_local"), "J_per_B_local"),
             Product(f"{phase}.energy_pool", s("bytes_pool"), "J_per_B_pool"),
-            Product(f"{phase}.energy_scale_up", s("moved_scale_up"), "reduce_ring*J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "reduce_ring*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_up_in_switch", s("moved_scale_up_in_switch"), "reduce_in_switch*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_out", s("bytes_scale_out"), "J_per_B_scale_out"),
         )

@@ -495,6 +495,7 @@ def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, o
     eff = cal.network_efficiency
     _reduction(t, in_switch)
     _put(t, "s_per_B_scale_up", 1.0 / (np.asarray(up_bw, dtype=float) * eff), "s per byte on scale-up links")
+    _put(t, "s_per_B_scale_up_cross", 0.0, "extra s per scale-up ring byte across CPU sockets (none here)")
     _put(t, "s_per_step_scale_up", up_lat, "latency per collective step on scale-up, s")
     _put(t, "J_per_B_scale_up", np.asarray(up_e, dtype=float) * 8 * PICO, "J per byte on scale-up")
     _put(t, "s_per_B_scale_out", 1.0 / (np.asarray(out_bw, dtype=float) * eff), "s per byte on scale-out")
@@ -512,6 +513,43 @@ def _reduction(t: HardwareTable, in_switch: Any) -> None:
     flag = np.asarray(in_switch, dtype=float)
     _put(t, "reduce_in_switch", flag, "1 if the scale-up switches reduce (in-network all-reduce)")
     _put(t, "reduce_ring", 1.0 - flag, "1 if the devices reduce in a ring")
+
+
+def socket_fields(inst: Instance, chip: Any) -> tuple[int, float] | None:
+    """(devices per socket, cross-socket bandwidth fraction) of a catalog chip's two-socket PCIe
+    server (eq. 3.17b), or None: the chip has no sockets, or the instance names a scale-up
+    interconnect of its own instead of the chip's fabric."""
+    if chip.scale_up_socket_size is None:
+        return None
+    if inst.system.scale_up is not None and inst.system.scale_up != chip.scale_up_interconnect:
+        return None
+    return chip.scale_up_socket_size, float(chip.cross_socket_bandwidth_fraction)
+
+
+def socket_size_of(inst: Instance) -> int | None:
+    """The devices per CPU socket of the instance's catalog chips that sit in two-socket PCIe
+    servers (eq. 3.17b), None if none does. The schedule's crossing bytes depend on it, so the
+    chips an instance may choose must agree on it (the cross-socket fraction may differ: it is a
+    hardware column)."""
+    if inst.hardware.family != "catalog":
+        return None
+    from codesign import catalog
+
+    chips = inst.hardware.decisions.get("chip") or [inst.hardware.chip]
+    sizes = {}
+    for cid in chips:
+        fields = socket_fields(inst, catalog.load_chip(cid))
+        if fields is not None:
+            sizes[cid] = fields[0]
+    if len(set(sizes.values())) > 1:
+        raise InputError(
+            "the instance's chips sit in servers with different numbers of devices per CPU socket",
+            key="hardware.decisions.chip",
+            value=sizes,
+            expected="chips whose scale_up_socket_size agree (or have none)",
+            suggestion="solve the chips of each socket size as separate instances",
+        )
+    return next(iter(sizes.values()), None)
 
 
 def _catalog_features(inst: Instance, t: HardwareTable) -> None:
@@ -552,6 +590,13 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         out_bw = (out.bandwidth_GBps_per_direction if inst.system.scale_out else chip.scale_out_bandwidth_GBps_per_direction) * GBps
         eff = cal.network_efficiency
         put("s_per_B_scale_up", cid, 1.0 / (up_bw * eff))
+        # a ring across the server's CPU sockets runs at the fraction phi of the in-socket pace: its
+        # bytes cost (1/phi - 1) x more on top (eq. 3.17b), on the chip's own PCIe fabric only
+        if socket_fields(inst, chip) is not None:
+            phi = chip.cross_socket_bandwidth_fraction
+            put("s_per_B_scale_up_cross", cid, (1.0 / phi - 1.0) / (up_bw * eff))
+        else:
+            put("s_per_B_scale_up_cross", cid, 0.0)
         put("s_per_step_scale_up", cid, up.latency_ns * NANO)
         put("J_per_B_scale_up", cid, up.energy_pJ_per_bit * 8 * PICO)
         put("reduce_in_switch", cid, float(up.in_switch_reduction))

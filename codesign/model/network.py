@@ -86,17 +86,22 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
     return _hierarchical(ring_allgather, n, domain, result_B)
 
 
-def socket_slowdown(n: ArrayLike, domain: int, socket: int | None, fraction: float) -> np.ndarray:
-    """Time factor of a TP group's scale-up ring on a two-socket PCIe fabric (eq. 3.17b).
+#: a chip's socket fields apply (eq. 3.17b); False: every PCIe server one fabric (the validation's
+#: ablation of VALIDATION.md §5.14, ``Variant.one_socket``)
+SOCKETS = True
 
-    The ring inside one scale-up domain spans min(n, domain) devices; if that is more than one
-    socket holds, it crosses the sockets' link, whose bandwidth is ``fraction`` of the PCIe path
-    inside a socket. Every hop of a ring carries the same bytes, so the slowest one sets the
-    ring's pace: its bytes take 1 / fraction of the time. 1 elsewhere (and with ``socket`` None)."""
+
+def crosses_sockets(n: ArrayLike, domain: int, socket: int | None) -> np.ndarray:
+    """1.0 where a TP group's scale-up ring crosses a server's CPU sockets, else 0.0 (eq. 3.17b).
+
+    The ring inside one scale-up domain spans min(n, domain) devices; on a two-socket PCIe fabric
+    whose sockets hold ``socket`` devices each it crosses the sockets' link if it spans more. Every
+    hop of a ring carries the same bytes, so that link, the slowest hop, sets the ring's pace.
+    ``socket`` None (no socket boundary): never."""
     n = _f(n)
-    if socket is None:
-        return np.ones_like(n)
-    return np.where(np.minimum(n, domain) > socket, 1.0 / fraction, 1.0)
+    if socket is None or not SOCKETS:
+        return np.zeros_like(n)
+    return (np.minimum(n, domain) > socket).astype(float)
 
 
 #: NCCL runs an all-reduce in the NVSwitch (NVLink SHARP, "NVLS") only from 5 ranks on: with 2-4

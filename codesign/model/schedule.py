@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesign.model import network
-from codesign.model.hardware import kv_cache_free_fraction
+from codesign.model.hardware import kv_cache_free_fraction, socket_size_of
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     Workload,
@@ -151,6 +151,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     adp = np.asarray(d["attention_dp"], dtype=float) if "attention_dp" in d else np.zeros_like(tp)
     devices = float(inst.system.devices)
     domain = inst.system.scale_up_domain
+    # 1 where the TP group's scale-up ring crosses the CPU sockets of its server (eq. 3.17b)
+    crossing = network.crosses_sockets(tp, domain, socket_size_of(inst))
     dp = devices / (tp * pp)
     micro = batch / pp
     layers_stage = np.ceil(w.num_layers / pp)
@@ -224,16 +226,12 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b + logits_b
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
-        # the TP collectives' rings on a two-socket PCIe fabric run at the pace of the sockets'
-        # link where they cross it (eq. 3.17b): their bytes timed x slow, moved as they are
-        slow = network.socket_slowdown(tp, domain, inst.system.scale_up_socket,
-                                       inst.system.cross_socket_bandwidth_fraction)
-        timed_up = slow * (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B) + has_p2p * p2p.scale_up_B
-        f[f"{phase}.bytes_scale_up"] = timed_up
-        f[f"{phase}.moved_scale_up"] = per_layer * ar.scale_up_B + others_up
+        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up
+        # the TP collectives' ring bytes where the ring crosses a two-socket server's CPU sockets
+        # (eq. 3.17b): charged again at the chip's extra time per byte across them
+        f[f"{phase}.bytes_scale_up_cross"] = crossing * (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B)
         # on links whose switches reduce (interconnect in_switch_reduction, eq. 4.9b)
-        f[f"{phase}.bytes_scale_up_in_switch"] = (slow * (per_layer * ar_switch_timed + has_tp * logits.scale_up_B)
-                                                   + has_p2p * p2p.scale_up_B)
+        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + others_up
         f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + others_up
         f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + has_tp * logits.scale_up_steps
                                         + has_p2p * p2p.scale_up_steps)

@@ -1,4 +1,4 @@
-"""Three probes of the open errors of VALIDATION.md §5.2 and §5.4, each a calibration-free term of
+"""Four probes of the open errors of VALIDATION.md §5.2 and §5.4, each a calibration-free term of
 the model scaled on a class of rows with every family re-fitted (VALIDATION.md §6.5). They are
 questions, not mechanisms: a probe that helped would point at a term to look for in the engine.
 
@@ -11,6 +11,10 @@ questions, not mechanisms: a probe that helped would point at a term to look for
   slow, and its prefill activations do not shrink with TP (§5.7).
 * ``prefill-links-0.5``: the prefill step's link bytes halved, as if its all-reduces ran at twice
   the fitted efficiency (large NCCL messages).
+* ``in-switch-2-steps``: an all-reduce the NVSwitch reduces (TP >= 5 on the H100 and H200, eq.
+  3.17a) pays the collective step latency twice (reduce through the switch, then broadcast)
+  instead of the ring's 2(n - 1) times: is the fixed time of a TP 8 step the ring's count or the
+  engine's?
 
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
@@ -28,7 +32,7 @@ parameters; the engine limits per row).
 
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
-About 11 minutes on two cores (one full re-fit per probe and one of the model).
+About 6 minutes (one full re-fit per probe and one of the model, about a minute each).
 """
 
 from __future__ import annotations
@@ -60,6 +64,15 @@ def _prefill_activations(row: V.Row, t: V.RowTerms) -> None:
 
 def _prefill_links(row: V.Row, t: V.RowTerms) -> None:
     t.prefill["net_bw"] *= 0.5
+
+
+def _in_switch_two_steps(row: V.Row, t: V.RowTerms) -> None:
+    from codesign import catalog
+
+    up = catalog.load_interconnect(catalog.load_chip(row.gpu).scale_up_interconnect)
+    if up.in_switch_reduction and row.tp >= 5 and not row.attention_dp_on:
+        for phase in (t.prefill, t.decode):  # two all-reduces per layer: 2(n - 1) ring steps -> 2
+            phase["collective_steps"] -= 2 * phase["layers"] * (2 * (row.tp - 1) - 2)
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -112,6 +125,7 @@ PROBES: dict[str, Callable[[V.Row, V.RowTerms], None] | None] = {
     "moe-compute-1.3": _moe_compute,
     "prefill-activations-0.5": _prefill_activations,
     "prefill-links-0.5": _prefill_links,
+    "in-switch-2-steps": _in_switch_two_steps,
 }
 
 

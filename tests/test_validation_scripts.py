@@ -157,3 +157,17 @@ def test_implied_batch_inverts_the_prediction(batch):
     assert heldout_floor.implied_batch(exact, cal) == pytest.approx(batch, abs=1e-9)
     mid = dataclasses.replace(r, value=(at[batch] + at[batch + 1]) / 2)
     assert batch < heldout_floor.implied_batch(mid, cal) < batch + 1
+
+
+def test_in_switch_two_steps_probe_by_hand():
+    """term_probes' ``in-switch-2-steps`` (§6.5): Llama 70B at TP 8 on the H100 (NVSwitch reduces):
+    80 layers x 2 all-reduces x 14 ring steps + 7 for the logits gather = 2,247 steps per stage step
+    become 160 x 2 + 7 = 327; TP 4 (below NVLS's 5 ranks) and the A100 SXM (NVLink 3 reduces in a
+    ring) keep theirs."""
+    cases = {("h100-sxm", 8): (2247, 327), ("h100-sxm", 4): (160 * 6 + 3, 160 * 6 + 3), ("a100-sxm-80gb", 8): (2247, 2247)}
+    for (gpu, tp), (before, after) in cases.items():
+        r = row("q", gpu, tp)
+        assert V.row_terms(r, 8).decode["collective_steps"] == before
+        with term_probes.probing(term_probes.PROBES["in-switch-2-steps"]):
+            t = V.row_terms(r, 8)
+        assert t.decode["collective_steps"] == after and t.prefill["collective_steps"] == after, (gpu, tp)

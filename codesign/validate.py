@@ -1039,7 +1039,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     pred = model_metric(row.metric, m, row.osl)
     dec = {k: m[f"decode_step.{k}_s"] + m.get(f"decode_step.{k}_overlapped_s", 0.0)
            for k in ("compute", "memory_local", "scale_up_bw", "scale_out_bw", "overhead")}
-    dec["scale_up_bw"] += m["decode_step.scale_up_bw_in_switch_s"]
+    dec["scale_up_bw"] += m["decode_step.scale_up_bw_in_switch_s"] + m["decode_step.scale_up_bw_cross_s"]
     rec.update(
         predicted=pred,
         error_pct=100.0 * (pred - row.value) / row.value,

@@ -25,6 +25,7 @@ from codesign.paths import catalog_dir, instances_dir
 from codesign.schema import Strict, load_toml, validate
 
 if TYPE_CHECKING:
+    from codesign.catalog import Chip
     from codesign.instance import Instance
 
 GBps = 1e9
@@ -515,7 +516,7 @@ def _reduction(t: HardwareTable, in_switch: Any) -> None:
     _put(t, "reduce_ring", 1.0 - flag, "1 if the devices reduce in a ring")
 
 
-def socket_fields(inst: Instance, chip: Any) -> tuple[int, float] | None:
+def socket_fields(inst: Instance, chip: Chip) -> tuple[int, float] | None:
     """(devices per socket, cross-socket bandwidth fraction) of a catalog chip's two-socket PCIe
     server (eq. 3.17b), or None: the chip has no sockets, or the instance names a scale-up
     interconnect of its own instead of the chip's fabric."""
@@ -536,7 +537,7 @@ def socket_size_of(inst: Instance) -> int | None:
     from codesign import catalog
 
     chips = inst.hardware.decisions.get("chip") or [inst.hardware.chip]
-    sizes = {}
+    sizes: dict[str, int] = {}
     for cid in chips:
         fields = socket_fields(inst, catalog.load_chip(cid))
         if fields is not None:

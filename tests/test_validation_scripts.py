@@ -171,3 +171,16 @@ def test_in_switch_two_steps_probe_by_hand():
         with term_probes.probing(term_probes.PROBES["in-switch-2-steps"]):
             t = V.row_terms(r, 8)
         assert t.decode["collective_steps"] == after and t.prefill["collective_steps"] == after, (gpu, tp)
+
+
+def test_fp8_compute_probe_scales_only_fp8_rows():
+    """term_probes' ``fp8-compute-1.15`` (§6.5): an FP8 row's compute stream 1.15x in both phases,
+    a 16-bit row's untouched."""
+    fp8 = V.Row("f8", "llama-3.1-70b", "h100-sxm", 2, 2, 1, 1, 1, "fp8", 1000, 1000, 8, "output_tokens_per_s", 1.0)
+    fp16 = row("f16", "h100-sxm", 2)
+    ref = {r.id: V.row_terms(r, 8) for r in (fp8, fp16)}
+    with term_probes.probing(term_probes.PROBES["fp8-compute-1.15"]):
+        got = {r.id: V.row_terms(r, 8) for r in (fp8, fp16)}
+    for ph in ("prefill", "decode"):
+        assert getattr(got["f8"], ph)["compute"] == pytest.approx(1.15 * getattr(ref["f8"], ph)["compute"], rel=1e-12)
+        assert getattr(got["f16"], ph) == getattr(ref["f16"], ph)

@@ -392,4 +392,3 @@ def test_boolean_is_not_an_integer_decision_value() -> None:
     inst = load_instance("tiny-3d-llama8b")
     with pytest.raises(InputError):
         parse_design(inst, {"tp": True})
-

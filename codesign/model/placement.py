@@ -462,8 +462,8 @@ def pattern_cost(pb: PlacementProblem, parts: tuple[int, ...]) -> tuple[float, f
     m = len(a)
     amax, amin = max(a), min(a)
     # the largest part's ring crosses the sockets' link if it spans more than one socket (eq. 3.17b)
-    cross = float(network.crosses_sockets(amax, max(pb.domains), pb.up_socket))
-    slow = 1.0 + cross * (1.0 / pb.cross_socket_fraction - 1.0)
+    crossing = float(network.crosses_sockets(amax, max(pb.domains), pb.up_socket))
+    slow = 1.0 + crossing * (1.0 / pb.cross_socket_fraction - 1.0)
     intra = 2.0 * (amax - 1) / amax * M / pb.up_Bps * slow + 2 * (amax - 1) * pb.up_latency_s if amax > 1 else 0.0
     e = sum(2.0 * (x - 1) * M for x in a) * pb.J_per_B_up
     if m == 1:

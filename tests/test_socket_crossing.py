@@ -100,7 +100,7 @@ def test_an_instance_takes_the_sockets_from_its_chip_and_only_on_the_chips_own_f
     assert cross_s(_instance(["a100-sxm-80gb", "a100-pcie-80gb"])) == 0
 
 
-def test_chips_of_different_socket_sizes_cannot_share_an_instance(tmp_path, monkeypatch):
+def test_chips_of_different_socket_sizes_cannot_share_an_instance(monkeypatch):
     other = catalog.load_chip("a100-pcie-80gb").model_copy(update={"scale_up_socket_size": 2})
     real = catalog.load_chip
 
@@ -140,15 +140,12 @@ def test_the_socket_fields_go_together_and_below_the_domain(tmp_path):
         assert "scale_up_socket_size" in str(err.value), name
 
 
-def test_brute_force_equals_both_solvers_with_the_sockets():
+def test_brute_force_equals_both_solvers_with_the_sockets(solvers_match_brute_force):
     """The crossing is one more product of a schedule column and a hardware column, so the MIP stays
     an exact compilation of the model: on 8 A100 PCIe cards at TP 8 (PP 1-2, three batches, a TPOT
     budget) brute force, HiGHS and CP-SAT agree with the sockets and without them, the model gives
     the returned design the optimum, and the sockets lower the optimum (a MIP that dropped the
     crossing product would not)."""
-    from codesign.solve import solve_instance
-    from codesign.space import brute_force
-
     raw = {
         "name": "sockets-exact", "description": "t",
         "system": {"devices": 8, "scale_up_domain": 8},
@@ -162,15 +159,7 @@ def test_brute_force_equals_both_solvers_with_the_sockets():
     for sockets in (True, False):
         saved, network.SOCKETS = network.SOCKETS, sockets
         try:
-            bf = brute_force(inst)
-            assert bf.feasible
-            for solver in ("highs", "cpsat"):
-                sol = solve_instance(inst, solver=solver)
-                assert sol.status == "optimal"
-                assert sol.objective == pytest.approx(bf.objective, rel=1e-9)
-                ev = evaluate(inst, sol.design)
-                assert ev.feasible and ev.objective == pytest.approx(bf.objective, rel=1e-9)
-            optimum[sockets] = bf.objective
+            optimum[sockets] = solvers_match_brute_force(inst).objective
         finally:
             network.SOCKETS = saved
     assert optimum[True] < optimum[False] * 0.95

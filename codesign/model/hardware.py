@@ -593,11 +593,8 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("s_per_B_scale_up", cid, 1.0 / (up_bw * eff))
         # a ring across the server's CPU sockets runs at the fraction phi of the in-socket pace: its
         # bytes cost (1/phi - 1) x more on top (eq. 3.17b), on the chip's own PCIe fabric only
-        if socket_fields(inst, chip) is not None:
-            phi = chip.cross_socket_bandwidth_fraction
-            put("s_per_B_scale_up_cross", cid, (1.0 / phi - 1.0) / (up_bw * eff))
-        else:
-            put("s_per_B_scale_up_cross", cid, 0.0)
+        sockets = socket_fields(inst, chip)
+        put("s_per_B_scale_up_cross", cid, 0.0 if sockets is None else (1.0 / sockets[1] - 1.0) / (up_bw * eff))
         put("s_per_step_scale_up", cid, up.latency_ns * NANO)
         put("J_per_B_scale_up", cid, up.energy_pJ_per_bit * 8 * PICO)
         put("reduce_in_switch", cid, float(up.in_switch_reduction))

@@ -82,8 +82,13 @@ FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "
 #: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
 #: from the memory efficiency and stays unset
 CAP_FIELD = "memory_bandwidth_cap_GBps"
+#: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted too, but only for a family whose fit
+#: rows run at both an 8-bit and a wider format (hopper: FP8 and FP16); elsewhere it could not be
+#: told from the compute efficiency and stays unset
+EIGHT_BIT_FIELD = "compute_efficiency_8bit"
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
+    EIGHT_BIT_FIELD: (0.05, 1.0),
     "memory_efficiency": (0.05, 1.0),
     "network_efficiency": (0.05, 1.0),
     # kernel launches and synchronisation of one transformer layer: a handful of kernels of a few
@@ -116,7 +121,7 @@ USABLE_COARSE = tuple(round(0.80 + 0.02 * i, 2) for i in range(10))
 ENGINE_USABLE_FRACTION = 1.0
 #: calibration fields written to a fitted chip's ``[chips.<id>]`` table
 HOST_FIELD = "host_us_per_sequence"
-CHIP_PARAMS = (*FIT_FIELDS, "usable_memory_fraction", "runtime_reserve_GiB", CAP_FIELD, HOST_FIELD)
+CHIP_PARAMS = (*FIT_FIELDS, EIGHT_BIT_FIELD, "usable_memory_fraction", "runtime_reserve_GiB", CAP_FIELD, HOST_FIELD)
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
 #: the accuracy the model is held to (issue 6): MAPE of the held-out rows, and of each group's
@@ -434,6 +439,8 @@ class Variant:
     #: ablation of §5.14: a PCIe server's cards on one fabric, no socket boundary (the chips'
     #: scale_up_socket_size ignored)
     one_socket: bool = False
+    #: ablation of §5.15: one compute efficiency for every math format (no ``compute_efficiency_8bit``)
+    one_compute_efficiency: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -714,7 +721,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
 #: modelled times, counts, and one chip constant, the peak local-memory bandwidth the die's cap is
 #: a fraction of (eq. 3.21a). They travel together so that a family's rows re-compose as arrays.
 STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps", "sequences",
-              "memory_peak_GBps")
+              "memory_peak_GBps", "eight_bit")
 
 
 @dataclass
@@ -737,12 +744,15 @@ class RowTerms:
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
     from codesign import catalog
-    from codesign.model.hardware import achieved_memory_fraction, calibration_for
+    from codesign.model.hardware import EIGHT_BIT_FORMATS, PRECISION_FALLBACK, achieved_memory_fraction, calibration_for
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]
     cal = calibration_for(row.gpu)
-    peak_GBps = catalog.load_chip(row.gpu).memory_bandwidth_GBps
+    chip = catalog.load_chip(row.gpu)
+    peak_GBps = chip.memory_bandwidth_GBps
+    fmt = next((f for f in PRECISION_FALLBACK.get(row.precision, (row.precision,)) if f in chip.peak_dense_TFLOPS),
+               row.precision)
     mem_eff = float(achieved_memory_fraction(cal.memory_efficiency, cal.memory_bandwidth_cap_GBps, peak_GBps))
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
@@ -750,7 +760,9 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             return float(m[f"{ph}_step.{k}_s"])
 
         phases[ph] = {  # each stream: its serial and its overlapped part (eq. 5.3)
-            "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency,
+            "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency_at(fmt),
+            # 1 where the compute runs at the 8-bit tensor rate (its own efficiency, eq. 3.20c)
+            "eight_bit": float(fmt in EIGHT_BIT_FORMATS),
             "memory_local": (g("memory_local") + g("memory_local_overlapped")) * mem_eff,
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
             "net_bw": (g("scale_up_bw") + g("scale_up_bw_in_switch") + g("scale_up_bw_cross") + g("scale_out_bw"))
@@ -782,15 +794,26 @@ def _collective_calls(row: Row, layers_stage: float, variant: Variant) -> float:
     return 2.0 * layers_stage + float(not variant.no_logits_gather)
 
 
+def compute_efficiency(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+    """The compute efficiency of each row of ``t``: ``compute_efficiency_8bit`` where the row's
+    compute runs at the 8-bit tensor rate (term ``eight_bit``) and the calibration sets it, else
+    ``compute_efficiency`` (eq. 3.20c)."""
+    e8 = cal.get(EIGHT_BIT_FIELD)
+    if e8 is None:
+        return cal["compute_efficiency"]
+    return np.where(np.asarray(t.get("eight_bit", 0.0)) > 0, e8, cal["compute_efficiency"])
+
+
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     """One stage step from calibration-free terms, the model's form (eq. 5.3) with
-    o = ``cal["stream_overlap"]``, c = compute / ce, m = memory / min(me, cap / peak) (eq. 3.21a), p = pool:
+    o = ``cal["stream_overlap"]``, c = compute / ce (``compute_efficiency``: the 8-bit one on 8-bit
+    rows, eq. 3.20c), m = memory / min(me, cap / peak) (eq. 3.21a), p = pool:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
           + collective steps x collective step latency
     """
     o = cal["stream_overlap"]
-    c = t["compute"] / cal["compute_efficiency"]
+    c = t["compute"] / compute_efficiency(t, cal)
     from codesign.model.hardware import achieved_memory_fraction
 
     m = t["memory_local"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(CAP_FIELD),
@@ -1292,6 +1315,19 @@ def cap_is_fitted(rows: Sequence[Row], how: Variant, peaks: Sequence[float] | No
             and not how.no_bandwidth_cap and CAP_FIELD not in how.fixed_values)
 
 
+def eight_bit_is_fitted(stack: Any, how: Variant) -> bool:
+    """Whether a fit of ``stack`` fits ``compute_efficiency_8bit`` (eq. 3.20c): only if some of its
+    rows that fit in memory compute at the 8-bit tensor rate and some at a wider one (a ``_Stack``'s
+    ``eight_bit`` terms; another object: never), unless the variant ablates or holds it."""
+    if how.one_compute_efficiency or EIGHT_BIT_FIELD not in FIT_BOUNDS or EIGHT_BIT_FIELD in how.fixed_values:
+        return False
+    dec = getattr(stack, "dec", None)
+    if not isinstance(dec, dict) or "eight_bit" not in dec:
+        return False
+    flags = np.asarray(dec["eight_bit"])[np.asarray(stack.fits)]
+    return bool(np.any(flags > 0) and np.any(flags == 0))
+
+
 def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
     """Minimise ``stack.mape`` (a ``_Stack`` or any object with ``rows`` and ``mape(cal, how)``)
     over the free calibration fields from the deterministic starts."""
@@ -1307,10 +1343,15 @@ def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[s
         free.append(CAP_FIELD)
     elif CAP_FIELD not in how.fixed_values:
         base = {**base, CAP_FIELD: None}
+    if eight_bit_is_fitted(stack, how):
+        free.append(EIGHT_BIT_FIELD)
+    elif EIGHT_BIT_FIELD not in how.fixed_values:
+        base = {**base, EIGHT_BIT_FIELD: None}
     best: tuple[float, dict[str, float]] | None = None
     for start in _STARTS:
         # the cap starts between the slowest and the fastest memory of the family
         start = {**start, CAP_FIELD: start["memory_efficiency"] * math.sqrt(peaks[0] * peaks[-1])} if peaks else start
+        start = {**start, EIGHT_BIT_FIELD: start["compute_efficiency"]}  # from the 16-bit one
         x = _from_cal(start, free)
         previous = math.inf
         for _ in range(FIT_RESTARTS):
@@ -1607,6 +1648,7 @@ _UNDO = {
     "requests": {"no_request_cap": True},
     "logits-memory": {"no_logits_traffic": True},
     "sockets": {"one_socket": True},
+    "8-bit-compute": {"one_compute_efficiency": True},
 }
 
 
@@ -1624,7 +1666,7 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
-#: server's two CPU sockets
+#: server's two CPU sockets, the 8-bit tensor rate's own efficiency
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1639,7 +1681,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+in-switch-allreduce", "switch"),
     ("+request-cap", "requests"),
     ("+logits-memory", "logits-memory"),
-    ("model", "sockets"),
+    ("+sockets", "sockets"),
+    ("model", "8-bit-compute"),
 )
 
 
@@ -1676,7 +1719,8 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-bandwidth-cap", "cap"),
     _without("model-without-in-switch-allreduce", "switch"),
     _without("model-without-logits-memory", "logits-memory"),
-    # (the sockets' ablation, fix 14, is "+logits-memory" above)
+    _without("model-without-sockets", "sockets"),
+    # (the 8-bit efficiency's ablation, fix 15, is "+sockets" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model

@@ -50,6 +50,10 @@ PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
 }
 
 
+#: math formats whose peak is the 8-bit tensor rate (Calibration.compute_efficiency_8bit)
+EIGHT_BIT_FORMATS = ("fp8", "int8")
+
+
 # --- 3D family parameters ---------------------------------------------------------------------
 class StackCompute(Strict):
     reference_clock_GHz: float = Field(gt=0)
@@ -131,6 +135,12 @@ class Calibration(Strict):
     """Achievable fractions of peak and fixed overheads (fitted by ``codesign calibrate``)."""
 
     compute_efficiency: float = Field(gt=0, le=1)
+    #: achievable fraction of the 8-bit peak (formats EIGHT_BIT_FORMATS: the tensor cores' FP8 and
+    #: INT8 rate, twice the 16-bit one) where it differs from ``compute_efficiency``: an 8-bit GEMM
+    #: does half the 16-bit GEMM's time per FLOP, while its operand loads, scaling and epilogue do
+    #: not halve, so it reaches a smaller fraction of its own peak (eq. 3.20c). None: the same as
+    #: ``compute_efficiency``. Fitted only for a family with fit rows at both precisions (hopper)
+    compute_efficiency_8bit: float | None = Field(default=None, gt=0, le=1)
     memory_efficiency: float = Field(gt=0, le=1)
     #: the most local-memory bandwidth the die sustains whatever memory it is given (GB/s; None:
     #: no cap). By Little's law a die moves at most (bytes in flight) / (memory latency): its SMs
@@ -162,6 +172,14 @@ class Calibration(Strict):
     #: of each request on the CPU, not hidden behind the GPU's work; eq. 5.3). 0 unless fitted:
     #: the shipped calibration's engine (TensorRT-LLM 0.14, C++ runtime) is not fitted with it
     host_us_per_sequence: float = Field(default=0.0, ge=0)
+
+    def compute_efficiency_at(self, fmt: str) -> float:
+        """Achievable fraction of the peak of the math format ``fmt`` (the chip's format a
+        precision runs at, after PRECISION_FALLBACK): ``compute_efficiency_8bit`` for an 8-bit
+        format when set, else ``compute_efficiency`` (eq. 3.20c)."""
+        if fmt in EIGHT_BIT_FORMATS and self.compute_efficiency_8bit is not None:
+            return self.compute_efficiency_8bit
+        return self.compute_efficiency
 
 
 #: calibration keys that describe the serving engine, not a chip: ``[default]`` only
@@ -432,7 +450,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
         p = _pick(c.dense_TFLOPS_per_mm2, prec, f"family {fam.id} compute.dense_TFLOPS_per_mm2")
         peak = compute.peak_flops(area_c, clock, c.dense_TFLOPS_per_mm2[p], c.reference_clock_GHz)
         _put(t, f"peak_flops@{prec}", peak, f"peak dense FLOP/s at {prec}")
-        _put(t, f"s_per_flop@{prec}", 1.0 / (peak * cal.compute_efficiency), "s per FLOP (achievable)")
+        _put(t, f"s_per_flop@{prec}", 1.0 / (peak * cal.compute_efficiency_at(p)), "s per FLOP (achievable)")
         e = compute.energy_per_flop_J(c.energy_pJ_per_FLOP[p], volt, v_ref)
         _put(t, f"J_per_flop@{prec}", e, "dynamic J per FLOP")
     ref_prec = "bf16" if "bf16" in c.dense_TFLOPS_per_mm2 else next(iter(c.dense_TFLOPS_per_mm2))
@@ -573,7 +591,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
             p = _pick(chip.peak_dense_TFLOPS, prec, f"chip {cid} peak_dense_TFLOPS")
             peak = chip.peak_dense_TFLOPS[p] * 1e12
             put(f"peak_flops@{prec}", cid, peak)
-            put(f"s_per_flop@{prec}", cid, 1.0 / (peak * cal.compute_efficiency))
+            put(f"s_per_flop@{prec}", cid, 1.0 / (peak * cal.compute_efficiency_at(p)))
             put(f"J_per_flop@{prec}", cid, cal.compute_power_fraction * chip.tdp_W / peak)
         bw = chip.memory_bandwidth_GBps * GBps
         put("bandwidth_Bps", cid, bw)

@@ -220,7 +220,7 @@ def build_problem(inst) -> MappingProblem:
                     group=g.name,
                     chip=g.chip,
                     ports=g.pool_ports,
-                    s_per_flop=1.0 / (peak * cal.compute_efficiency),
+                    s_per_flop=1.0 / (peak * cal.compute_efficiency_at(p)),
                     s_per_layer=cal.layer_overhead_us * 1e-6,
                     s_per_B_local=1.0 / float(achieved_memory_Bps(bw, cal)),
                     s_per_B_host=1.0 / (chip.host_link_bandwidth_GBps_per_direction * GBps * cal.network_efficiency),

@@ -309,7 +309,7 @@ def build_problem(inst) -> PlacementProblem:
     peak = chip.peak_dense_TFLOPS[prec] * 1e12
     bw = (s.devices.memory_bandwidth_GBps or chip.memory_bandwidth_GBps) * GBps
     cap_raw = (s.devices.memory_capacity_GiB or chip.memory_capacity_GiB) * GiB
-    s_flop = 1.0 / (peak * cal.compute_efficiency)
+    s_flop = 1.0 / (peak * cal.compute_efficiency_at(prec))
     s_byte = 1.0 / float(achieved_memory_Bps(bw, cal))
     sigma = cal.stream_overlap
     J_flop = cal.compute_power_fraction * chip.tdp_W / peak

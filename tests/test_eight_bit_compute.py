@@ -1,0 +1,129 @@
+"""The 8-bit tensor rate's own efficiency (model.md eq. 3.20c, VALIDATION.md §5.15).
+
+Hand-derived figures: the H100 SXM's datasheet dense peaks are 989.4 TFLOP/s at BF16/FP16 and
+1,978.9 at FP8; the A100 SXM 80GB has no FP8 rate (BF16 312), so an FP8 workload runs there at
+BF16 and takes the 16-bit efficiency.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from codesign import validate as V
+from codesign.instance import Instance, InstanceFile
+from codesign.model.hardware import Calibration, calibration_for, hardware_table
+
+
+def _cal(**kw) -> Calibration:
+    base = calibration_for("h100-sxm").model_dump() | {"compute_efficiency": 0.75, "compute_efficiency_8bit": None}
+    return Calibration.model_validate(base | kw)
+
+
+def test_the_8_bit_formats_take_their_own_efficiency_and_the_others_do_not():
+    cal = _cal(compute_efficiency_8bit=0.6)
+    assert [cal.compute_efficiency_at(f) for f in ("fp8", "int8", "bf16", "fp16", "fp4", "tf32")] == [
+        0.6, 0.6, 0.75, 0.75, 0.75, 0.75]
+    unset = _cal()
+    assert [unset.compute_efficiency_at(f) for f in ("fp8", "bf16")] == [0.75, 0.75]
+
+
+def _instance(chips: list[str], precision: str, batches=(16, 64, 256)) -> Instance:
+    raw = {
+        "name": "eight-bit", "description": "t",
+        "system": {"devices": 8, "scale_up_domain": 8},
+        "hardware": {"family": "catalog", "chip": chips[0], "decisions": {"chip": chips}},
+        "workloads": [{"name": "main", "workload": "llama-3.1-70b", "precision": precision, "input_tokens": 2048,
+                       "output_tokens": 128, "decisions": {"tp": [8], "pp": [1], "batch": list(batches)}}],
+    }
+    return Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+
+
+def _s_per_flop(chip: str, precision: str) -> float:
+    hw = hardware_table(_instance([chip], precision))
+    col = np.asarray(hw.features[f"s_per_flop@{precision}"])
+    assert np.all(col == col[0])
+    return float(col[0])
+
+
+def test_the_hardware_column_of_an_fp8_workload_by_hand():
+    """H100 FP8: 1 / (1,978.9e12 x e8); H100 BF16: 1 / (989.4e12 x e); A100 'FP8' runs at BF16:
+    1 / (312e12 x e_ampere) (its calibration has no 8-bit efficiency of its own to take)."""
+    h = calibration_for("h100-sxm")
+    assert h.compute_efficiency_8bit is not None and h.compute_efficiency_8bit != h.compute_efficiency
+    assert _s_per_flop("h100-sxm", "fp8") == pytest.approx(1.0 / (1978.9e12 * h.compute_efficiency_8bit), rel=1e-12)
+    assert _s_per_flop("h100-sxm", "bf16") == pytest.approx(1.0 / (989.4e12 * h.compute_efficiency), rel=1e-12)
+    a = calibration_for("a100-sxm-80gb")
+    assert _s_per_flop("a100-sxm-80gb", "fp8") == pytest.approx(1.0 / (312e12 * a.compute_efficiency), rel=1e-12)
+
+
+def test_brute_force_equals_both_solvers_with_an_8_bit_efficiency(solvers_match_brute_force):
+    """The 8-bit efficiency is a hardware column like the 16-bit one, so the MIP stays exact: an
+    FP8 Llama 70B on H100 or A100 (prefill-heavy 2048/128, compute matters) has brute force = HiGHS
+    = CP-SAT."""
+    solvers_match_brute_force(_instance(["h100-sxm", "a100-sxm-80gb"], "fp8"))
+
+
+def _row(rid: str, gpu: str, precision: str, isl: int, osl: int, tp: int = 1) -> V.Row:
+    return V.Row(rid, "llama-3.1-8b", gpu, tp, tp, 1, 1, 1, precision, isl, osl, None, "output_tokens_per_s", 1.0)
+
+
+def test_row_terms_flag_the_rows_at_the_8_bit_rate():
+    """H100 FP8: at the 8-bit rate; H100 FP16 and A100 'FP8' (no FP8 rate, runs at BF16): not."""
+    flags = {}
+    for rid, gpu, prec in (("a", "h100-sxm", "fp8"), ("b", "h100-sxm", "fp16"), ("c", "a100-sxm-80gb", "fp8")):
+        t = V.row_terms(_row(rid, gpu, prec, 1000, 1000), 8)
+        flags[rid] = (t.prefill["eight_bit"], t.decode["eight_bit"])
+    assert flags == {"a": (1.0, 1.0), "b": (0.0, 0.0), "c": (0.0, 0.0)}
+
+
+def test_step_time_divides_the_8_bit_rows_by_their_own_efficiency():
+    t = {"compute": np.array([1.0, 1.0]), "memory_local": np.array([0.0, 0.0]), "memory_pool": 0.0, "net_bw": 0.0,
+         "net_latency": 0.0, "layers": 0.0, "collective_steps": 0.0, "eight_bit": np.array([1.0, 0.0])}
+    cal = {"compute_efficiency": 0.8, "memory_efficiency": 0.9, "network_efficiency": 0.5, "layer_overhead_us": 0.0,
+           "collective_step_latency_us": 0.0, "stream_overlap": 0.0}
+    assert V.step_time(t, cal | {V.EIGHT_BIT_FIELD: 0.5}) == pytest.approx([2.0, 1.25])
+    assert V.step_time(t, cal | {V.EIGHT_BIT_FIELD: None}) == pytest.approx([1.25, 1.25])
+
+
+def test_the_fit_recovers_both_efficiencies_and_fits_the_8_bit_one_only_with_both_precisions(tmp_path):
+    """'Measurements' = the model's predictions at the shipped hopper calibration on compute-heavy
+    Llama 8B rows (prefill-heavy, large batches) at FP8 and FP16. With the fields other than the two
+    compute efficiencies held at their shipped values the fit recovers both; with FP8 rows alone
+    the 8-bit efficiency is not fitted (it could not be told from the 16-bit one) and the fit
+    leaves it unset."""
+    shipped = calibration_for("h100-sxm")
+    rows, ids = [], {"fp8": [], "fp16": []}
+    for prec in ("fp8", "fp16"):
+        for i, (isl, osl) in enumerate([(2048, 128), (5000, 500), (128, 128), (1000, 1000)]):
+            r = _row(f"{prec}-{i}", "h100-sxm", prec, isl, osl)
+            rows.append({"id": r.id, "model": r.model, "gpu": r.gpu, "num_gpus": 1, "tp": 1, "pp": 1, "ep": 1,
+                         "attention_dp": 1, "precision": prec, "isl": isl, "osl": osl, "concurrency": "",
+                         "metric": r.metric, "value": V.predict_row(r)["predicted"], "unit": "1/s", "source": "test"})
+            ids[prec].append(r.id)
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    held = tuple((k, getattr(shipped, k)) for k in ("memory_efficiency", "network_efficiency", "layer_overhead_us",
+                                                     "stream_overlap", "collective_step_latency_us", V.CAP_FIELD))
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"fit": ids["fp8"] + ids["fp16"], "held_out": []}))
+    fit_both = V.fit_calibration(path, both, fit_memory=False, pooled=False, variant=V.Variant("held", fixed=held))
+    params = fit_both["hopper"]["params"]
+    assert params["compute_efficiency"] == pytest.approx(shipped.compute_efficiency, rel=2e-3)
+    assert params[V.EIGHT_BIT_FIELD] == pytest.approx(shipped.compute_efficiency_8bit, rel=2e-3)
+    one = tmp_path / "fp8.json"
+    one.write_text(json.dumps({"fit": ids["fp8"], "held_out": ids["fp16"]}))
+    res = V.fit_calibration(path, one, fit_memory=False, pooled=False, variant=V.Variant("held", fixed=held))
+    assert V.EIGHT_BIT_FIELD not in res["hopper"]["params"]
+    # the one efficiency then describes the FP8 rows: it lands on the shipped 8-bit one
+    assert res["hopper"]["params"]["compute_efficiency"] == pytest.approx(shipped.compute_efficiency_8bit, rel=2e-3)
+    ablated = V.fit_calibration(path, both, fit_memory=False, pooled=False,
+                                variant=V.Variant("one", fixed=held, one_compute_efficiency=True))
+    assert V.EIGHT_BIT_FIELD not in ablated["hopper"]["params"]
+    assert ablated["hopper"]["fit_mape_pct"] > fit_both["hopper"]["fit_mape_pct"] + 0.1

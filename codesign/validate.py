@@ -744,7 +744,12 @@ class RowTerms:
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     """Evaluate ``row`` at ``batch`` and divide the calibration out of every step term."""
     from codesign import catalog
-    from codesign.model.hardware import EIGHT_BIT_FORMATS, PRECISION_FALLBACK, achieved_memory_fraction, calibration_for
+    from codesign.model.hardware import (
+        EIGHT_BIT_FORMATS,
+        PRECISION_FALLBACK,
+        achieved_memory_fraction,
+        calibration_for,
+    )
 
     ev = evaluate_row(row, batch, variant)
     m = ev.workload_metrics["main"]

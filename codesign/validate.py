@@ -82,9 +82,10 @@ FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "
 #: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
 #: from the memory efficiency and stays unset
 CAP_FIELD = "memory_bandwidth_cap_GBps"
-#: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted too, but only for a family whose fit
-#: rows run at both an 8-bit and a wider format (hopper: FP8 and FP16); elsewhere it could not be
-#: told from the compute efficiency and stays unset
+#: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted only on request (``Variant.fit_8bit``,
+#: ``codesign calibrate --fit-8bit``) and only for a family whose fit rows run at both an 8-bit and
+#: a wider format (hopper: FP8 and FP16); elsewhere it could not be told from the compute
+#: efficiency. The shipped calibration leaves it unset (VALIDATION.md §5.15)
 EIGHT_BIT_FIELD = "compute_efficiency_8bit"
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
@@ -439,8 +440,9 @@ class Variant:
     #: ablation of §5.14: a PCIe server's cards on one fabric, no socket boundary (the chips'
     #: scale_up_socket_size ignored)
     one_socket: bool = False
-    #: ablation of §5.15: one compute efficiency for every math format (no ``compute_efficiency_8bit``)
-    one_compute_efficiency: bool = False
+    #: proposal of §5.15: fit the 8-bit tensor rate's own efficiency (``compute_efficiency_8bit``) for
+    #: a family with fit rows at both an 8-bit and a wider format
+    fit_8bit: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -1321,10 +1323,11 @@ def cap_is_fitted(rows: Sequence[Row], how: Variant, peaks: Sequence[float] | No
 
 
 def eight_bit_is_fitted(stack: Any, how: Variant) -> bool:
-    """Whether a fit of ``stack`` fits ``compute_efficiency_8bit`` (eq. 3.20c): only if some of its
-    rows that fit in memory compute at the 8-bit tensor rate and some at a wider one (a ``_Stack``'s
-    ``eight_bit`` terms; another object: never), unless the variant ablates or holds it."""
-    if how.one_compute_efficiency or EIGHT_BIT_FIELD not in FIT_BOUNDS or EIGHT_BIT_FIELD in how.fixed_values:
+    """Whether a fit of ``stack`` fits ``compute_efficiency_8bit`` (eq. 3.20c): only if the variant
+    asks (``fit_8bit``) and does not hold it, and some of the rows that fit in memory compute at the
+    8-bit tensor rate and some at a wider one (a ``_Stack``'s ``eight_bit`` terms; another object:
+    never)."""
+    if not how.fit_8bit or EIGHT_BIT_FIELD in how.fixed_values:
         return False
     dec = getattr(stack, "dec", None)
     if not isinstance(dec, dict) or "eight_bit" not in dec:
@@ -1653,7 +1656,6 @@ _UNDO = {
     "requests": {"no_request_cap": True},
     "logits-memory": {"no_logits_traffic": True},
     "sockets": {"one_socket": True},
-    "8-bit-compute": {"one_compute_efficiency": True},
 }
 
 
@@ -1671,7 +1673,7 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
-#: server's two CPU sockets, the 8-bit tensor rate's own efficiency
+#: server's two CPU sockets
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1686,8 +1688,7 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+in-switch-allreduce", "switch"),
     ("+request-cap", "requests"),
     ("+logits-memory", "logits-memory"),
-    ("+sockets", "sockets"),
-    ("model", "8-bit-compute"),
+    ("model", "sockets"),
 )
 
 
@@ -1724,8 +1725,7 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-bandwidth-cap", "cap"),
     _without("model-without-in-switch-allreduce", "switch"),
     _without("model-without-logits-memory", "logits-memory"),
-    _without("model-without-sockets", "sockets"),
-    # (the 8-bit efficiency's ablation, fix 15, is "+sockets" above)
+    # (the sockets' ablation, fix 14, is "+logits-memory" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
     # candidate changes not in the model
@@ -1733,6 +1733,8 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),
+    # the 8-bit tensor rate's own efficiency fitted for hopper (§5.15)
+    Variant("8-bit-compute-efficiency", fit_8bit=True),
     # engine rules of TensorRT-LLM's TensorRT flow (VALIDATION.md §6.4, benchmarks/engine_rules.py)
     Variant("runtime-batch-table", runtime_batch_table=True),
     Variant("replicated-embedding", replicated_embedding=True),

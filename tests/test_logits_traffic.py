@@ -51,20 +51,16 @@ def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
     assert _local_bytes(V.MODEL) == on
 
 
-def test_the_fix_chain_adds_the_logits_traffic_then_the_sockets_then_the_8_bit_efficiency():
-    """Fix 13, then fix 14 (the PCIe server's sockets), then fix 15 (the 8-bit tensor rate's own
-    efficiency), the last of the chain: the stage before fix 13 ("+request-cap") undoes all three,
-    "+logits-memory" the last two, "+sockets" the last one, and each ablation alone is a proposal."""
-    assert V.FIX_ORDER[-3:] == (("+logits-memory", "logits-memory"), ("+sockets", "sockets"),
-                                ("model", "8-bit-compute"))
+def test_the_fix_chain_adds_the_logits_traffic_before_the_sockets():
+    """Fix 13 comes before fix 14 (the PCIe server's sockets), the last of the chain: the stage
+    before it ("+request-cap") undoes both, its own stage ("+logits-memory") only the sockets, and
+    its ablation alone is a proposal of its own."""
+    assert V.FIX_ORDER[-2:] == (("+logits-memory", "logits-memory"), ("model", "sockets"))
     stages = {v.name: v for v in V.PROPOSALS}
-    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True,
-                                               one_compute_efficiency=True)
-    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True, one_compute_efficiency=True)
-    assert stages["+sockets"] == V.Variant("+sockets", one_compute_efficiency=True)
+    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True)
+    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True)
     assert stages["model-without-logits-memory"] == V.Variant("model-without-logits-memory", no_logits_traffic=True)
-    assert stages["model-without-sockets"] == V.Variant("model-without-sockets", one_socket=True)
-    assert not (V.MODEL.no_logits_traffic or V.MODEL.one_socket or V.MODEL.one_compute_efficiency)
+    assert not V.MODEL.no_logits_traffic and not V.MODEL.one_socket
 
 
 def test_the_logits_sit_on_the_last_stage_whole():

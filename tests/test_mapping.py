@@ -55,8 +55,7 @@ def test_period_of_an_all_local_design_by_hand():
     ev = evaluate_mapping(p, d)
     chip = catalog.load_chip("h100-sxm")
     cal = calibration_for("h100-sxm")
-    assert cal.compute_efficiency_8bit is not None  # hopper fits its own FP8 efficiency (eq. 3.20c)
-    flops_s = chip.peak_dense_TFLOPS["fp8"] * 1e12 * cal.compute_efficiency_8bit
+    flops_s = chip.peak_dense_TFLOPS["fp8"] * 1e12 * cal.compute_efficiency_at("fp8")  # eq. 3.20c
     bw = chip.memory_bandwidth_GBps * GB * cal.memory_efficiency
     lay = p.layer
     head = 128256 * 16384 * 2.0  # LM head stays 16-bit (bf16) in fp8 checkpoints

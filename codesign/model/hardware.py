@@ -139,7 +139,8 @@ class Calibration(Strict):
     #: INT8 rate, twice the 16-bit one) where it differs from ``compute_efficiency``: an 8-bit GEMM
     #: does half the 16-bit GEMM's time per FLOP, while its operand loads, scaling and epilogue do
     #: not halve, so it reaches a smaller fraction of its own peak (eq. 3.20c). None: the same as
-    #: ``compute_efficiency``. Fitted only for a family with fit rows at both precisions (hopper)
+    #: ``compute_efficiency``. Unset in the shipped calibration (VALIDATION.md §5.15); fitted on
+    #: request (``codesign calibrate --fit-8bit``) for a family with fit rows at both precisions
     compute_efficiency_8bit: float | None = Field(default=None, gt=0, le=1)
     memory_efficiency: float = Field(gt=0, le=1)
     #: the most local-memory bandwidth the die sustains whatever memory it is given (GB/s; None:

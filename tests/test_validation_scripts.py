@@ -111,6 +111,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
     ref = {r.id: base.at(r, 8) for r in (llama, mixtral)}
     expected = {  # probe -> row -> (phase, term, factor)
         "moe-compute-1.3": {"p2": [("prefill", "compute", 1.3), ("decode", "compute", 1.3)]},
+        "moe-compute-1.15": {"p2": [("prefill", "compute", 1.15), ("decode", "compute", 1.15)]},
         "prefill-activations-0.5": {"p1": [("prefill", "memory_local", 0.5)], "p2": [("prefill", "memory_local", 0.5)]},
         "prefill-links-0.5": {"p1": [("prefill", "net_bw", 0.5)], "p2": [("prefill", "net_bw", 0.5)]},
     }
@@ -184,3 +185,19 @@ def test_fp8_compute_probe_scales_only_fp8_rows():
     for ph in ("prefill", "decode"):
         assert getattr(got["f8"], ph)["compute"] == pytest.approx(1.15 * getattr(ref["f8"], ph)["compute"], rel=1e-12)
         assert getattr(got["f16"], ph) == getattr(ref["f16"], ph)
+
+
+def test_the_never_fitted_check_of_a_probe_is_the_validators_prediction():
+    """term_probes.never_fitted_mape re-composes the never-fitted rows with each family's fitted
+    values; given the shipped calibration's values it must be ``codesign validate``'s MAPE of
+    that file (the model itself), to 1e-9."""
+    res = {}
+    for fam, chips in V.chip_families().items():
+        if fam in ("hopper", "ampere", "ampere-pcie", "ada"):
+            shipped = calibration_for(chips[0]).model_dump()
+            res[fam] = {"chips": list(chips), "params": {k: v for k, v in shipped.items()
+                                                          if k in V.CHIP_PARAMS and v is not None}}
+    got = term_probes.never_fitted_mape(res)
+    report = V.run_validation(term_probes.NEVER_FITTED)
+    assert report.skipped == [] and len(report.rows) == 54
+    assert got == pytest.approx(report.mape_pct, rel=1e-9)

@@ -137,7 +137,7 @@ def run_terms(row: V.Row, batch: int, cache: V._TermCache, sim: dict[str, float]
         if k in ("layers", "collective_steps"):
             out[k] = sim["iterations"] * at_b.decode[k]
             continue
-        if k == "memory_peak_GBps":  # the chip's datasheet figure, not a time (eq. 3.21a)
+        if k in ("memory_peak_GBps", "eight_bit"):  # the chip's datasheet figure and a flag, not times
             out[k] = at_b.decode[k]
             continue
         d_slope = (at_b.decode[k] - at_1.decode[k]) / (batch - 1) if batch > 1 else 0.0

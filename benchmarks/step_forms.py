@@ -48,7 +48,7 @@ FORMS = ("model", "act-serial", "prefill-roofline", "act-overlap")
 def _streams(form: str, t: dict[str, Any], cal: dict[str, Any]) -> Any:
     o = cal["stream_overlap"]
     eff = achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), t["memory_peak_GBps"])
-    c, p = t["compute"] / cal["compute_efficiency"], t["memory_pool"]
+    c, p = t["compute"] / V.compute_efficiency(t, cal), t["memory_pool"]
     mw, ma = t["memory_wkv"] / eff, t["memory_act"] / eff
     if form == "act-serial":
         return o * np.maximum(np.maximum(c, mw), p) + (1 - o) * (c + mw + p) + ma

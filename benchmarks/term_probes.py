@@ -36,11 +36,12 @@ The device memory is the catalog's capacity; the runtime reads NVML's total, whi
 lower, so the estimate here is at most that much more generous.
 
 Writes validation/term_probes.json (per probe: held-out and fit MAPE, per family, the fitted
-parameters; the engine limits per row).
+parameters, the never-fitted rows' MAPE overall and per (model, chip); the engine limits per row).
 
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
-About 7 minutes (one full re-fit per probe and one of the model, about a minute each).
+``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5).
+About 9 minutes (one full re-fit per probe and one of the model, about a minute each).
 """
 
 from __future__ import annotations
@@ -172,17 +173,18 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | None) -> Iterator[None
 NEVER_FITTED = V.REPO_ROOT / "validation" / "other-models.csv"
 
 
-def never_fitted_mape(res: dict[str, Any]) -> float:
-    """MAPE of the NEVER_FITTED rows, each predicted with its family's calibration from ``res``
-    (a fit_calibration result) through the same re-composition the fit uses (call inside the
-    probe's ``probing`` block, so the rows' terms carry the probe's change)."""
+def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    """MAPE of the NEVER_FITTED rows, overall and per (model, chip), each row predicted with its
+    family's calibration from ``res`` (a fit_calibration result) through the same re-composition
+    the fit uses (call inside the probe's ``probing`` block, so the rows' terms carry the probe's
+    change)."""
     import numpy as np
 
     from codesign.model.hardware import calibration_for
 
     rows = [r for r in V.read_rows(NEVER_FITTED)[0] if V.skip_reason(r) is None]
     cache = V._TermCache(V.MODEL)
-    errors = []
+    errors: dict[str, float] = {}
     for fam, fitted in res.items():
         mine = [r for r in rows if V.family_of(r.gpu) == fam]
         if not mine:
@@ -190,22 +192,38 @@ def never_fitted_mape(res: dict[str, Any]) -> float:
         cal = {**calibration_for(fitted["chips"][0]).model_dump(), V.CAP_FIELD: None, V.EIGHT_BIT_FIELD: None,
                **fitted["params"]}
         stack = V._Stack.build(mine, cache, {k: cal[k] for k in V.MEMORY_FIELDS}, V.ENGINE_MAX_BATCH)
-        errors += list(np.abs(stack.predict(cal) / stack.measured - 1.0) * 100.0)
+        errors |= dict(zip([r.id for r in mine], np.abs(stack.predict(cal) / stack.measured - 1.0) * 100.0, strict=True))
     assert len(errors) == len(rows), "a never-fitted row's family was not fitted"
-    return float(np.mean(errors))
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        groups.setdefault(f"{r.model}|{r.gpu}", []).append(errors[r.id])
+    return float(np.mean(list(errors.values()))), {g: float(np.mean(e)) for g, e in groups.items()}
+
+
+def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | None:
+    """A probe by name: one of PROBES, or ``moe-compute-<factor>``."""
+    if name in PROBES:
+        return PROBES[name]
+    if name.startswith("moe-compute-"):
+        try:
+            return _moe_compute(float(name.removeprefix("moe-compute-")))
+        except ValueError:
+            pass
+    raise SystemExit(f"unknown probe {name!r}; expected one of {[*PROBES, 'engine-limits']} or moe-compute-<factor>")
 
 
 def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
     start = time.perf_counter()
-    with probing(PROBES[name]):
+    with probing(probe(name)):
         res = V.fit_calibration(csv, split, pooled=False)
-        other = never_fitted_mape(res)
+        other, other_groups = never_fitted_mape(res)
     n_held = sum(r["n_held_out"] for r in res.values())
     n_fit = sum(r["n_fit"] for r in res.values())
     return {
         "held_out_mape_pct": sum(r["held_out_mape_pct"] * r["n_held_out"] for r in res.values()) / n_held,
         "fit_mape_pct": sum(r["fit_mape_pct"] * r["n_fit"] for r in res.values()) / n_fit,
         "never_fitted_mape_pct": other,
+        "never_fitted_groups_mape_pct": other_groups,
         "families": {f: {"fit_mape_pct": r["fit_mape_pct"], "held_out_mape_pct": r["held_out_mape_pct"],
                          "params": r["params"]} for f, r in res.items()},
         "seconds": time.perf_counter() - start,
@@ -220,9 +238,9 @@ def main() -> None:
                     help="comma-separated: " + ", ".join([*PROBES, "engine-limits"]))
     args = ap.parse_args()
     names = [p for p in args.probes.split(",") if p]
-    unknown = sorted(set(names) - set(PROBES) - {"engine-limits"})
-    if unknown:
-        raise SystemExit(f"unknown probe(s) {unknown}; expected some of {[*PROBES, 'engine-limits']}")
+    for name in names:
+        if name != "engine-limits":
+            probe(name)  # an unknown name stops here, before any fit
     out: dict[str, Any] = {"csv": Path(args.csv).name, "split": Path(args.split).name, "probes": {}}
     if OUT.exists():  # keep what this run does not re-measure
         kept = json.loads(OUT.read_text())

@@ -748,9 +748,9 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     from codesign import catalog
     from codesign.model.hardware import (
         EIGHT_BIT_FORMATS,
-        PRECISION_FALLBACK,
         achieved_memory_fraction,
         calibration_for,
+        math_format,
     )
 
     ev = evaluate_row(row, batch, variant)
@@ -758,8 +758,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     cal = calibration_for(row.gpu)
     chip = catalog.load_chip(row.gpu)
     peak_GBps = chip.memory_bandwidth_GBps
-    fmt = next((f for f in PRECISION_FALLBACK.get(row.precision, (row.precision,)) if f in chip.peak_dense_TFLOPS),
-               row.precision)
+    fmt = math_format(chip.peak_dense_TFLOPS, row.precision, f"chip {row.gpu} peak_dense_TFLOPS")  # as the columns
     mem_eff = float(achieved_memory_fraction(cal.memory_efficiency, cal.memory_bandwidth_cap_GBps, peak_GBps))
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
@@ -808,7 +807,7 @@ def compute_efficiency(t: dict[str, Any], cal: dict[str, Any]) -> Any:
     e8 = cal.get(EIGHT_BIT_FIELD)
     if e8 is None:
         return cal["compute_efficiency"]
-    return np.where(np.asarray(t.get("eight_bit", 0.0)) > 0, e8, cal["compute_efficiency"])
+    return np.where(np.asarray(t["eight_bit"]) > 0, e8, cal["compute_efficiency"])
 
 
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
@@ -1530,6 +1529,19 @@ def _without_table(lines: list[str], name: str) -> list[str]:
     return out
 
 
+def _stated(params: dict[str, float], default: dict[str, Any]) -> dict[str, float]:
+    """A fitted table as the file must state it. ``calibration_for`` merges a chip's table over
+    ``[default]`` field by field, so an optional field the fit left unset (no die cap, no 8-bit
+    efficiency of its own) would take ``[default]``'s value where that sets one: the table then
+    says so explicitly (a cap of inf, the 8-bit efficiency equal to the 16-bit one)."""
+    out = dict(params)
+    if CAP_FIELD not in out and default.get(CAP_FIELD) is not None:
+        out[CAP_FIELD] = math.inf
+    if EIGHT_BIT_FIELD not in out and default.get(EIGHT_BIT_FIELD) is not None:
+        out[EIGHT_BIT_FIELD] = out["compute_efficiency"]
+    return out
+
+
 def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *, csv_path: str | Path | None = None,
                       split_file: str | Path | None = None, base: str | Path | None = None) -> Path:
     """Write fitted family values into calibration.toml's ``[chips.<id>]`` tables (``[default]``
@@ -1551,7 +1563,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     fam_of_chip: dict[str, str] = {}
     for fam, res in fitted.items():
         for c in res["chips"]:
-            chips[c] = dict(res["params"])
+            chips[c] = _stated(res["params"], data.get("default", {}))
             fam_of_chip[c] = fam
     src = "fitted per chip family by codesign.validate.fit_calibration"
     csv_sha256 = file_sha256(csv_path) if csv_path is not None else None
@@ -1599,7 +1611,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
                   f"split = {json.dumps(Path(split_file).name if split_file is not None else 'by row id')}",
                   f"split_rule = {json.dumps('id-hash' if by_hash else 'own')}"]
     # what a chip with no table of its own or of its family takes (hardware.calibration_for)
-    pooled = fitted[POOLED]["params"] if POOLED in fitted else data.get(POOLED)
+    pooled = _stated(fitted[POOLED]["params"], data.get("default", {})) if POOLED in fitted else data.get(POOLED)
     if pooled is not None:
         if POOLED in fitted:
             res = fitted[POOLED]

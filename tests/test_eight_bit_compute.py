@@ -20,14 +20,20 @@ from codesign.model import hardware
 from codesign.model.hardware import Calibration, calibration_for, hardware_table
 
 E8 = 0.6
+#: set for the A100 too, which has no 8-bit rate: its FP8 runs at BF16 and must not take it
+E8_A100 = 0.3
+#: and in [default], which the 3D families take
+E8_DEFAULT = 0.5
 
 
 @pytest.fixture
 def eight_bit_calibration(tmp_path, monkeypatch):
-    """The shipped calibration with compute_efficiency_8bit = E8 in the hopper chips' tables, in use."""
+    """The shipped calibration with compute_efficiency_8bit = E8 in the hopper chips' tables,
+    E8_A100 in the A100 SXM's and E8_DEFAULT in [default], in use."""
     text = hardware.shipped_calibration_path().read_text()
-    for chip in ("h100-sxm", "h200-sxm"):
-        text = text.replace(f"[chips.{chip}]\n", f"[chips.{chip}]\ncompute_efficiency_8bit = {E8}\n", 1)
+    for chip, e8 in (("h100-sxm", E8), ("h200-sxm", E8), ("a100-sxm-80gb", E8_A100)):
+        text = text.replace(f"[chips.{chip}]\n", f"[chips.{chip}]\ncompute_efficiency_8bit = {e8}\n", 1)
+    text = text.replace("[default]\n", f"[default]\ncompute_efficiency_8bit = {E8_DEFAULT}\n", 1)
     path = tmp_path / "eight-bit.toml"
     path.write_text(text)
     monkeypatch.setenv(hardware.CALIBRATION_ENV, str(path))
@@ -71,7 +77,7 @@ def _s_per_flop(chip: str, precision: str) -> float:
 def test_the_shipped_calibration_runs_fp8_at_the_16_bit_efficiency():
     h = calibration_for("h100-sxm")
     assert h.compute_efficiency_8bit is None
-    assert _s_per_flop("h100-sxm", "fp8") == pytest.approx(1.0 / (1978.9e12 * h.compute_efficiency), rel=1e-12)
+    assert _s_per_flop("h100-sxm", "fp8") == pytest.approx(1.0 / (1978.9e12 * h.compute_efficiency), rel=1e-12, abs=0)
 
 
 def test_the_hardware_column_of_an_fp8_workload_by_hand(eight_bit_calibration):
@@ -79,10 +85,52 @@ def test_the_hardware_column_of_an_fp8_workload_by_hand(eight_bit_calibration):
     1 / (312e12 x e_ampere) (its calibration has no 8-bit efficiency of its own to take)."""
     h = calibration_for("h100-sxm")
     assert h.compute_efficiency_8bit == E8 != h.compute_efficiency
-    assert _s_per_flop("h100-sxm", "fp8") == pytest.approx(1.0 / (1978.9e12 * E8), rel=1e-12)
-    assert _s_per_flop("h100-sxm", "bf16") == pytest.approx(1.0 / (989.4e12 * h.compute_efficiency), rel=1e-12)
+    assert _s_per_flop("h100-sxm", "fp8") == pytest.approx(1.0 / (1978.9e12 * E8), rel=1e-12, abs=0)
+    assert _s_per_flop("h100-sxm", "bf16") == pytest.approx(1.0 / (989.4e12 * h.compute_efficiency), rel=1e-12, abs=0)
     a = calibration_for("a100-sxm-80gb")
-    assert _s_per_flop("a100-sxm-80gb", "fp8") == pytest.approx(1.0 / (312e12 * a.compute_efficiency), rel=1e-12)
+    assert a.compute_efficiency_8bit == E8_A100
+    assert _s_per_flop("a100-sxm-80gb", "fp8") == pytest.approx(1.0 / (312e12 * a.compute_efficiency), rel=1e-12, abs=0)
+
+
+def test_the_3d_mapping_and_placement_models_take_it_too(eight_bit_calibration):
+    """The stacked family's column (tiny-3d-llama8b, FP8, [default]'s 0.5: 1 / (F_peak x 0.5)), a
+    mapping instance's devices and a placement instance's (H100, FP8: 1 / (1,978.9e12 x 0.6))."""
+    from codesign.instance import load_instance
+    from codesign.mapping.placement import load_placement
+    from codesign.mapping.spec import load_mapping
+    from codesign.model import mapping, placement
+
+    hw = hardware_table(load_instance("tiny-3d-llama8b"))
+    peak = np.asarray(hw.features["peak_flops@fp8"])
+    assert np.asarray(hw.features["s_per_flop@fp8"]) == pytest.approx(1.0 / (peak * E8_DEFAULT), rel=1e-12, abs=0)
+    devices = mapping.build_problem(load_mapping("tiny-pf-mapping")).devices
+    assert [d.s_per_flop for d in devices] == pytest.approx([1.0 / (1978.9e12 * E8)] * len(devices), rel=1e-12, abs=0)
+    pb = placement.build_problem(load_placement("tiny-placement-mixtral"))
+    assert pb.s_per_flop == pytest.approx(1.0 / (1978.9e12 * E8), rel=1e-12, abs=0)
+
+
+def test_a_fit_that_leaves_it_unset_says_so_over_a_default_that_sets_it(eight_bit_calibration, tmp_path, monkeypatch):
+    """Chip tables merge over [default] field by field: a family fitted without its own 8-bit
+    efficiency (or die cap) must not take [default]'s. The written table states the 16-bit one
+    for FP8 and an infinite cap."""
+    from codesign.model.hardware import achieved_memory_Bps
+
+    text = eight_bit_calibration.read_text().replace("[default]\n", "[default]\nmemory_bandwidth_cap_GBps = 1000.0\n", 1)
+    base = tmp_path / "base.toml"
+    base.write_text(text)
+    params = {"compute_efficiency": 0.7, "memory_efficiency": 0.8, "network_efficiency": 0.6,
+              "layer_overhead_us": 1.0, "stream_overlap": 0.0, "collective_step_latency_us": 5.0,
+              "usable_memory_fraction": 1.0, "runtime_reserve_GiB": 2.0}
+    out = tmp_path / "mine.toml"
+    fitted = {"chips": ["a100-sxm-80gb"], "params": params, "n_fit": 1, "fit_mape_pct": 0.0, "n_held_out": 0,
+              "held_out_mape_pct": float("nan")}
+    V.write_calibration({"ampere": fitted}, out, base=base)
+    assert "memory_bandwidth_cap_GBps = inf" in out.read_text()
+    monkeypatch.setenv(hardware.CALIBRATION_ENV, str(out))
+    hardware.forget_calibration()
+    cal = calibration_for("a100-sxm-80gb")
+    assert cal.compute_efficiency_at("fp8") == cal.compute_efficiency == 0.7
+    assert achieved_memory_Bps(2039e9, cal) == pytest.approx(0.8 * 2039e9, rel=1e-12)
 
 
 def test_brute_force_equals_both_solvers_with_an_8_bit_efficiency(eight_bit_calibration, solvers_match_brute_force):

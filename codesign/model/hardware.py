@@ -504,11 +504,16 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     )
 
 
-def _pick(table: dict[str, float], prec: str, where: str) -> str:
+def math_format(table: dict[str, float], prec: str, where: str) -> str:
+    """The format a chip runs precision ``prec`` at: the first of PRECISION_FALLBACK[prec] with a
+    throughput in ``table`` (``where`` names the table in the error if none has)."""
     for p in PRECISION_FALLBACK.get(prec, (prec,)):
         if table.get(p, 0) > 0:
             return p
     raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
+
+
+_pick = math_format
 
 
 def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e, in_switch=False) -> None:

@@ -200,3 +200,54 @@ def test_the_fit_recovers_both_efficiencies_on_request_and_only_with_both_precis
     default = V.fit_calibration(path, both, fit_memory=False, pooled=False, variant=V.Variant("held", fixed=held))
     assert V.EIGHT_BIT_FIELD not in default["hopper"]["params"]
     assert default["hopper"]["fit_mape_pct"] > fit_both["hopper"]["fit_mape_pct"] + 0.1
+
+
+def test_calibrate_fit_8bit_writes_the_field_and_validate_reads_it(eight_bit_calibration, tmp_path, monkeypatch):
+    """`codesign calibrate --fit-8bit --out FILE` on rows at both precisions writes an 8-bit
+    efficiency into the hopper tables (and no other family's); `codesign --calibration FILE
+    validate` predicts with it; without --fit-8bit the written tables state none of their own."""
+    from typer.testing import CliRunner
+
+    from codesign.cli import app
+    from codesign.model.hardware import CalibrationFile
+    from codesign.schema import load_toml
+
+    rows = []
+    for prec in ("fp8", "fp16"):
+        for i, (isl, osl) in enumerate([(2048, 128), (5000, 500), (128, 128), (1000, 1000)]):
+            r = _row(f"{prec}-{i}", "h100-sxm", prec, isl, osl)
+            rows.append({"id": r.id, "model": r.model, "gpu": r.gpu, "num_gpus": 1, "tp": 1, "pp": 1, "ep": 1,
+                         "attention_dp": 1, "precision": prec, "isl": isl, "osl": osl, "concurrency": "",
+                         "metric": r.metric, "value": V.predict_row(r)["predicted"], "unit": "1/s", "source": "test"})
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    split = tmp_path / "all.json"
+    split.write_text(json.dumps({"fit": [r["id"] for r in rows], "held_out": []}))
+    runner = CliRunner()
+    tables = {}
+    for flag in ("--fit-8bit", None):
+        out = tmp_path / f"cal{flag or ''}.toml"
+        got = runner.invoke(app, ["calibrate", str(path), "--split", str(split), "--out", str(out), "--json",
+                                  *([flag] if flag else [])])
+        assert got.exit_code == 0, got.output
+        tables[flag] = CalibrationFile.model_validate(load_toml(out)).chips
+        if flag:
+            fitted = json.loads(got.stdout)["hopper"]["params"]
+            assert tables[flag]["h100-sxm"][V.EIGHT_BIT_FIELD] == fitted[V.EIGHT_BIT_FIELD]
+            assert tables[flag]["h200-sxm"][V.EIGHT_BIT_FIELD] == fitted[V.EIGHT_BIT_FIELD]
+            assert tables[flag]["a100-sxm-80gb"][V.EIGHT_BIT_FIELD] == E8_A100  # not fitted: as in use
+            monkeypatch.setenv(hardware.CALIBRATION_ENV, str(out))
+            hardware.forget_calibration()
+            rep = runner.invoke(app, ["validate", str(path), "--split", str(split), "--json"])
+            assert rep.exit_code == 0, rep.output
+            report = json.loads(rep.stdout)
+            assert report["calibration"]["h100-sxm"][V.EIGHT_BIT_FIELD] == fitted[V.EIGHT_BIT_FIELD]
+            assert report["mape_pct"] < 1.0  # the rows are the model's own at an 8-bit efficiency of 0.6
+            monkeypatch.setenv(hardware.CALIBRATION_ENV, str(eight_bit_calibration))
+            hardware.forget_calibration()
+    # without the flag the hopper tables state the 16-bit efficiency for 8 bit too ([default] sets one)
+    plain = tables[None]["h100-sxm"]
+    assert plain[V.EIGHT_BIT_FIELD] == plain["compute_efficiency"]

@@ -168,36 +168,19 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | None) -> Iterator[None
         V.row_terms = original
 
 
-#: measurements no calibration was fitted on, of the same engine (TensorRT-LLM 0.14's overview:
-#: Llama 3.1 405B and Mixtral 8x22B, VALIDATION.md §6.2): each probe is also judged on them
-NEVER_FITTED = V.REPO_ROOT / "validation" / "other-models.csv"
+#: the never-fitted rows each probe is also judged on (VALIDATION.md §6.2)
+NEVER_FITTED = V.NEVER_FITTED
 
 
 def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
     """MAPE of the NEVER_FITTED rows, overall and per (model, chip), each row predicted with its
-    family's calibration from ``res`` (a fit_calibration result) through the same re-composition
-    the fit uses (call inside the probe's ``probing`` block, so the rows' terms carry the probe's
-    change)."""
-    import numpy as np
-
-    from codesign.model.hardware import calibration_for
-
-    rows = [r for r in V.read_rows(NEVER_FITTED)[0] if V.skip_reason(r) is None]
-    cache = V._TermCache(V.MODEL)
-    errors: dict[str, float] = {}
-    for fam, fitted in res.items():
-        mine = [r for r in rows if V.family_of(r.gpu) == fam]
-        if not mine:
-            continue
-        cal = {**calibration_for(fitted["chips"][0]).model_dump(), V.CAP_FIELD: None, V.EIGHT_BIT_FIELD: None,
-               **fitted["params"]}
-        stack = V._Stack.build(mine, cache, {k: cal[k] for k in V.MEMORY_FIELDS}, V.ENGINE_MAX_BATCH)
-        errors |= dict(zip([r.id for r in mine], np.abs(stack.predict(cal) / stack.measured - 1.0) * 100.0, strict=True))
-    assert len(errors) == len(rows), "a never-fitted row's family was not fitted"
+    family's calibration from ``res`` (a fit_calibration result; ``validate.never_fitted_errors``).
+    Call it inside the probe's ``probing`` block, so the rows' terms carry the probe's change."""
+    errors = V.never_fitted_errors(res)
     groups: dict[str, list[float]] = {}
-    for r in rows:
-        groups.setdefault(f"{r.model}|{r.gpu}", []).append(errors[r.id])
-    return float(np.mean(list(errors.values()))), {g: float(np.mean(e)) for g, e in groups.items()}
+    for r, e in errors.values():
+        groups.setdefault(f"{r.model}|{r.gpu}", []).append(abs(e))
+    return V.mape(e for _, e in errors.values()), {g: sum(x) / len(x) for g, x in groups.items()}
 
 
 def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | None:

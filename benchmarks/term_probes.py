@@ -168,19 +168,16 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | None) -> Iterator[None
         V.row_terms = original
 
 
-#: the never-fitted rows each probe is also judged on (VALIDATION.md §6.2)
-NEVER_FITTED = V.NEVER_FITTED
-
-
 def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
-    """MAPE of the NEVER_FITTED rows, overall and per (model, chip), each row predicted with its
-    family's calibration from ``res`` (a fit_calibration result; ``validate.never_fitted_errors``).
-    Call it inside the probe's ``probing`` block, so the rows' terms carry the probe's change."""
+    """MAPE of ``validate.NEVER_FITTED``'s rows, overall and per (model, chip), each row predicted
+    with its family's calibration from ``res`` (a fit_calibration result;
+    ``validate.never_fitted_errors``). Call it inside the probe's ``probing`` block, so the rows'
+    terms carry the probe's change."""
     errors = V.never_fitted_errors(res)
     groups: dict[str, list[float]] = {}
     for r, e in errors.values():
-        groups.setdefault(f"{r.model}|{r.gpu}", []).append(abs(e))
-    return V.mape(e for _, e in errors.values()), {g: sum(x) / len(x) for g, x in groups.items()}
+        groups.setdefault(r.key(("model", "gpu")), []).append(e)
+    return V.mape(e for _, e in errors.values()), {g: V.mape(x) for g, x in groups.items()}
 
 
 def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | None:

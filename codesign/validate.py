@@ -1772,11 +1772,17 @@ def never_fitted_errors(fitted: dict[str, Any], variant: Variant = MODEL,
         if g not in fitted:
             raise KeyError(f"no calibration fitted for {g!r}, which rows of {Path(path).name} need")
         mine = [r for r in rows if variant.group_of(r.gpu) == g]
-        cal = {**memory_base(variant), **fitted[g]["params"]}
-        stack = _Stack.build(mine, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
-        for r, p in zip(mine, stack.predict(cal, variant), strict=True):
-            out[r.id] = (r, 100.0 * (float(p) - r.value) / r.value)
+        out |= {r.id: (r, e) for r, e in _group_errors(mine, cache, fitted[g]["params"], variant)}
     return out
+
+
+def _group_errors(rows: list[Row], cache: _TermCache, params: dict[str, float],
+                  variant: Variant) -> list[tuple[Row, float]]:
+    """Signed % error of each of one calibration group's ``rows`` at its fitted ``params``,
+    re-composed as the fit does (the variant's memory rule under the fitted memory fields)."""
+    cal = {**memory_base(variant), **params}
+    stack = _Stack.build(rows, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
+    return [(r, 100.0 * (float(p) - r.value) / r.value) for r, p in zip(rows, stack.predict(cal, variant), strict=True)]
 
 
 def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[Variant] = PROPOSALS,
@@ -1799,10 +1805,7 @@ def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[V
                 by_group[v.group_of(r.gpu)].append(r)
         preds: list[tuple[Row, float]] = []
         for g, rs in sorted(by_group.items()):
-            cal = {**memory_base(v), **fitted[g]["params"]}
-            stack = _Stack.build(rs, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
-            for r, p in zip(rs, stack.predict(cal, v), strict=True):
-                preds.append((r, 100.0 * (float(p) - r.value) / r.value))
+            preds += _group_errors(rs, cache, fitted[g]["params"], v)
         groups: dict[str, list[float]] = defaultdict(list)
         by_tp: dict[str, list[float]] = defaultdict(list)
         for r, e in preds:

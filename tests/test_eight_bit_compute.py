@@ -162,14 +162,10 @@ def test_step_time_divides_the_8_bit_rows_by_their_own_efficiency():
     assert V.step_time(t, cal | {V.EIGHT_BIT_FIELD: None}) == pytest.approx([1.25, 1.25])
 
 
-def test_the_fit_recovers_both_efficiencies_on_request_and_only_with_both_precisions(eight_bit_calibration, tmp_path):
-    """'Measurements' = the model's predictions at a hopper calibration with its own 8-bit
-    efficiency (0.6) on compute-heavy Llama 8B rows (prefill-heavy, large batches) at FP8 and FP16.
-    With the fields other than the two compute efficiencies held, the fit asked for it
-    (``fit_8bit``) recovers both; with FP8 rows alone the 8-bit efficiency is not fitted (it could
-    not be told from the 16-bit one) and the one efficiency lands on 0.6; not asked (the model's
-    default), it is not fitted and the fit is worse."""
-    cal = calibration_for("h100-sxm")
+def _model_rows_csv(path) -> dict[str, list[str]]:
+    """'Measurements' that are the model's own predictions under the calibration in use: compute-
+    heavy Llama 8B rows on one H100 (prefill-heavy, large batches) at FP8 and FP16, written to
+    ``path``. Returns the row ids by precision."""
     rows, ids = [], {"fp8": [], "fp16": []}
     for prec in ("fp8", "fp16"):
         for i, (isl, osl) in enumerate([(2048, 128), (5000, 500), (128, 128), (1000, 1000)]):
@@ -178,11 +174,23 @@ def test_the_fit_recovers_both_efficiencies_on_request_and_only_with_both_precis
                          "attention_dp": 1, "precision": prec, "isl": isl, "osl": osl, "concurrency": "",
                          "metric": r.metric, "value": V.predict_row(r)["predicted"], "unit": "1/s", "source": "test"})
             ids[prec].append(r.id)
-    path = tmp_path / "m.csv"
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    return ids
+
+
+def test_the_fit_recovers_both_efficiencies_on_request_and_only_with_both_precisions(eight_bit_calibration, tmp_path):
+    """'Measurements' = the model's predictions at a hopper calibration with its own 8-bit
+    efficiency (0.6) on compute-heavy Llama 8B rows (prefill-heavy, large batches) at FP8 and FP16.
+    With the fields other than the two compute efficiencies held, the fit asked for it
+    (``fit_8bit``) recovers both; with FP8 rows alone the 8-bit efficiency is not fitted (it could
+    not be told from the 16-bit one) and the one efficiency lands on 0.6; not asked (the model's
+    default), it is not fitted and the fit is worse."""
+    cal = calibration_for("h100-sxm")
+    path = tmp_path / "m.csv"
+    ids = _model_rows_csv(path)
     held = tuple((k, getattr(cal, k)) for k in ("memory_efficiency", "network_efficiency", "layer_overhead_us",
                                                  "stream_overlap", "collective_step_latency_us", V.CAP_FIELD))
     both = tmp_path / "both.json"
@@ -212,20 +220,10 @@ def test_calibrate_fit_8bit_writes_the_field_and_validate_reads_it(eight_bit_cal
     from codesign.model.hardware import CalibrationFile
     from codesign.schema import load_toml
 
-    rows = []
-    for prec in ("fp8", "fp16"):
-        for i, (isl, osl) in enumerate([(2048, 128), (5000, 500), (128, 128), (1000, 1000)]):
-            r = _row(f"{prec}-{i}", "h100-sxm", prec, isl, osl)
-            rows.append({"id": r.id, "model": r.model, "gpu": r.gpu, "num_gpus": 1, "tp": 1, "pp": 1, "ep": 1,
-                         "attention_dp": 1, "precision": prec, "isl": isl, "osl": osl, "concurrency": "",
-                         "metric": r.metric, "value": V.predict_row(r)["predicted"], "unit": "1/s", "source": "test"})
     path = tmp_path / "m.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    ids = _model_rows_csv(path)
     split = tmp_path / "all.json"
-    split.write_text(json.dumps({"fit": [r["id"] for r in rows], "held_out": []}))
+    split.write_text(json.dumps({"fit": ids["fp8"] + ids["fp16"], "held_out": []}))
     runner = CliRunner()
     tables = {}
     for flag in ("--fit-8bit", None):

@@ -198,7 +198,7 @@ def test_the_never_fitted_check_of_a_probe_is_the_validators_prediction():
             res[fam] = {"chips": list(chips), "params": {k: v for k, v in shipped.items()
                                                           if k in V.CHIP_PARAMS and v is not None}}
     got, groups = term_probes.never_fitted_mape(res)
-    report = V.run_validation(term_probes.NEVER_FITTED)
+    report = V.run_validation(V.NEVER_FITTED)
     assert report.skipped == [] and len(report.rows) == 54
     assert got == pytest.approx(report.mape_pct, rel=1e-9)
     assert groups == pytest.approx({g: x["mape_pct"] for g, x in report.groups.items()}, rel=1e-9)

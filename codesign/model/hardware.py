@@ -448,7 +448,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     volt = compute.voltage_V(clock, c.vf_curve_GHz, c.vf_curve_V)
     v_ref = float(compute.voltage_V(c.reference_clock_GHz, c.vf_curve_GHz, c.vf_curve_V))
     for prec in precisions_of(inst):
-        p = _pick(c.dense_TFLOPS_per_mm2, prec, f"family {fam.id} compute.dense_TFLOPS_per_mm2")
+        p = math_format(c.dense_TFLOPS_per_mm2, prec, f"family {fam.id} compute.dense_TFLOPS_per_mm2")
         peak = compute.peak_flops(area_c, clock, c.dense_TFLOPS_per_mm2[p], c.reference_clock_GHz)
         _put(t, f"peak_flops@{prec}", peak, f"peak dense FLOP/s at {prec}")
         _put(t, f"s_per_flop@{prec}", 1.0 / (peak * cal.compute_efficiency_at(p)), "s per FLOP (achievable)")
@@ -512,8 +512,6 @@ def math_format(table: dict[str, float], prec: str, where: str) -> str:
             return p
     raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
 
-
-_pick = math_format
 
 
 def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e, in_switch=False) -> None:
@@ -594,7 +592,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         up = catalog.load_interconnect(inst.system.scale_up or chip.scale_up_interconnect)
         out = catalog.load_interconnect(inst.system.scale_out or chip.scale_out_interconnect)
         for prec in precisions_of(inst):
-            p = _pick(chip.peak_dense_TFLOPS, prec, f"chip {cid} peak_dense_TFLOPS")
+            p = math_format(chip.peak_dense_TFLOPS, prec, f"chip {cid} peak_dense_TFLOPS")
             peak = chip.peak_dense_TFLOPS[p] * 1e12
             put(f"peak_flops@{prec}", cid, peak)
             put(f"s_per_flop@{prec}", cid, 1.0 / (peak * cal.compute_efficiency_at(p)))

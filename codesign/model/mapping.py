@@ -60,9 +60,9 @@ from codesign.model.hardware import (
     TB,
     GBps,
     GiB,
-    _pick,
     achieved_memory_Bps,
     calibration_for,
+    math_format,
     usable_capacity_B,
 )
 from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
@@ -209,7 +209,7 @@ def build_problem(inst) -> MappingProblem:
         chip = catalog.load_chip(g.chip)
         cal = calibration_for(g.chip)
         mem = catalog.load_memory(chip.memory_technology)
-        p = _pick(chip.peak_dense_TFLOPS, s.workload.precision, f"chip {g.chip} peak_dense_TFLOPS")
+        p = math_format(chip.peak_dense_TFLOPS, s.workload.precision, f"chip {g.chip} peak_dense_TFLOPS")
         peak = chip.peak_dense_TFLOPS[p] * 1e12
         bw = (g.memory_bandwidth_GBps or chip.memory_bandwidth_GBps) * GBps
         cap = (g.memory_capacity_GiB or chip.memory_capacity_GiB) * GiB

@@ -60,9 +60,9 @@ from codesign.model.hardware import (
     PICO,
     GBps,
     GiB,
-    _pick,
     achieved_memory_Bps,
     calibration_for,
+    math_format,
     usable_capacity_B,
 )
 from codesign.model.workload import (
@@ -305,7 +305,7 @@ def build_problem(inst) -> PlacementProblem:
     chip = catalog.load_chip(s.devices.chip)
     cal = calibration_for(s.devices.chip)
     mem = catalog.load_memory(chip.memory_technology)
-    prec = _pick(chip.peak_dense_TFLOPS, wl.precision, f"chip {s.devices.chip} peak_dense_TFLOPS")
+    prec = math_format(chip.peak_dense_TFLOPS, wl.precision, f"chip {s.devices.chip} peak_dense_TFLOPS")
     peak = chip.peak_dense_TFLOPS[prec] * 1e12
     bw = (s.devices.memory_bandwidth_GBps or chip.memory_bandwidth_GBps) * GBps
     cap_raw = (s.devices.memory_capacity_GiB or chip.memory_capacity_GiB) * GiB

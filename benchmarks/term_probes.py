@@ -24,6 +24,23 @@ rows, not the engine.
   of the fraction of their (doubled) peak that 16-bit GEMMs reach of theirs. Llama 70B FP8 is
   over-predicted on prefill-heavy rows at TP 2 and 4 (+8 to +9 % bias on hopper) where FP16 is not.
 
+Three more kinds (VALIDATION.md §6.6), also re-fitting every family:
+
+* ``kv-read-<factor>``: the decode step's KV-cache reads and writes (part of its local-memory
+  stream) scaled by the factor, as if the attention kernel streamed the cache at 1/factor of the
+  bandwidth the weight-streaming GEMMs reach.
+* ``gemm-roofline``: each step's weight reads hidden under its compute (a GEMM streams its weights
+  while it multiplies): the step's serial streams lose min(compute, weights) (eq. 5.3 with o = 0
+  becomes max(c, w) + the rest of m); the KV cache, activations and links stay serial.
+* Reserve forms: the runtime reserve R of the memory rule (eq. 4.14a) depending on the layout.
+  ``reserve-16bit-<GiB>``: hopper's 16-bit engines keep that much less than its fitted R (its
+  FP8 engines keep R); ``reserve-tp2-<GiB>``: the same for hopper's layouts at TP >= 2 (TP 1 keeps
+  R); ``reserve-over-tp``: on every family R(TP) = R0 + (R - R0) / TP with R0 = 1 GiB (a CUDA
+  context and runtime buffers every rank holds; the rest split over TP, as an activation
+  workspace is), R fitted as the TP 1 reserve; ``reserve-over-tp-hopper``: that on hopper alone.
+  These ask whether the open §5.3 reserve (H100 FP8 at TP 1 implies 7.5-8.6 GiB, FP16 at TP 2
+  4.0-4.7 GiB) is one of TP or of precision.
+
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
 ``finetune_setting`` in ``tensorrt_llm/bench/build/tuning.py``: engine bytes = parameters x bytes per
@@ -40,8 +57,10 @@ parameters, the never-fitted rows' MAPE overall and per (model, chip); the engin
 
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
-``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5).
-About 9 minutes (one full re-fit per probe and one of the model, about a minute each).
+``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5),
+``kv-read-<factor>``, ``reserve-16bit-<GiB>`` and ``reserve-tp2-<GiB>``. The default runs the six
+term probes of §6.5 and the engine limits (about 9 minutes: one full re-fit per probe and one of
+the model, about a minute each); §6.6's probes are named on the command line (§9).
 """
 
 from __future__ import annotations
@@ -52,10 +71,14 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from codesign import validate as V
+from codesign.instance import BYTES_PER_ELEMENT
 from codesign.jsonio import write_json_atomic
 
 OUT = V.REPO_ROOT / "validation" / "term_probes.json"
@@ -91,6 +114,78 @@ def _fp8_compute(row: V.Row, t: V.RowTerms) -> None:
     if row.precision == "fp8":
         t.prefill["compute"] *= 1.15
         t.decode["compute"] *= 1.15
+
+
+def _kv_bytes(row: V.Row, sequences: float) -> float:
+    """KV-cache bytes one decode step of ``row`` reads and writes per device (the model's
+    ``step_costs`` at the mean context ISL + OSL/2, over the stage's layers and the KV shards, as
+    ``schedule`` charges them)."""
+    from codesign.model.schedule import kv_shards
+    from codesign.model.workload import load_workload, step_costs
+
+    w = load_workload(row.model)
+    c = step_costs(w, batch=sequences, new_tokens=1.0, context=row.isl + row.osl / 2.0,
+                   weight_bytes_per_param=1.0, kv_bytes_per_element=BYTES_PER_ELEMENT[row.kv_cache_precision])
+    frac = math.ceil(w.num_layers / row.pp) / w.num_layers
+    return (float(c.bytes_kv_read) + float(c.bytes_kv_write)) * frac / float(kv_shards(w, np.array([row.tp]))[0])
+
+
+def _kv_read(factor: float) -> Callable[[V.Row, V.RowTerms], None]:
+    def change(row: V.Row, t: V.RowTerms) -> None:
+        kv = _kv_bytes(row, t.decode["sequences"])
+        t.decode["memory_local"] += (factor - 1.0) * kv / (t.decode["memory_peak_GBps"] * 1e9)
+
+    return change
+
+
+def _weights_term(row: V.Row, t: V.RowTerms) -> None:
+    """Add each step's weight bytes per device, at the peak bandwidth (term ``weights``, part of
+    ``memory_local``), for the ``gemm-roofline`` form."""
+    from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
+
+    w = load_workload(row.model)
+    wb = BYTES_PER_ELEMENT[row.precision]
+    frac = math.ceil(w.num_layers / row.pp) / w.num_layers
+    for name, phase in (("prefill", t.prefill), ("decode", t.decode)):
+        c = step_costs(w, batch=phase["sequences"], new_tokens=float(row.isl) if name == "prefill" else 1.0,
+                       context=0.0 if name == "prefill" else row.isl + row.osl / 2.0, weight_bytes_per_param=wb,
+                       kv_bytes_per_element=1.0, embedding_bytes_per_param=embedding_bytes_per_param(wb))
+        head = float(c.bytes_w_embed_head)
+        phase["weights"] = ((float(c.bytes_weights) - head) * frac + head) / row.tp / (phase["memory_peak_GBps"] * 1e9)
+
+
+def _gemm_roofline_step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+    """The model's step time (``validate.step_time``) less (1 - o) min(c, w): the weight reads
+    hidden under the compute, c the compute stream, w the weights' share of the local-memory one."""
+    from codesign.model.hardware import achieved_memory_fraction
+
+    c = t["compute"] / V.compute_efficiency(t, cal)
+    wt = t["weights"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), t.get("memory_peak_GBps"))
+    return _MODEL_STEP_TIME(t, cal) - (1.0 - cal["stream_overlap"]) * np.minimum(c, wt)
+
+
+_MODEL_STEP_TIME = V.step_time
+HOPPER = ("h100-sxm", "h200-sxm")
+#: the reserve every rank holds whatever the TP degree in ``reserve-over-tp`` (GiB)
+RESERVE_R0_GiB = 1.0
+
+
+def _reserve_less(delta_GiB: float, applies: Callable[[V.Row], bool]) -> Callable[[V.Row, float], float]:
+    return lambda row, r: max(r - delta_GiB, 0.0) if applies(row) else r
+
+
+def _reserve_over_tp(applies: Callable[[V.Row], bool]) -> Callable[[V.Row, float], float]:
+    return lambda row, r: RESERVE_R0_GiB + (r - RESERVE_R0_GiB) / row.tp if applies(row) and r > RESERVE_R0_GiB else r
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a probe changes: the row's terms (in place), the runtime reserve of the memory rule
+    (row, fitted reserve GiB -> the reserve the row gets), or the step's form (``gemm-roofline``)."""
+
+    terms: Callable[[V.Row, V.RowTerms], None] | None = None
+    reserve: Callable[[V.Row, float], float] | None = None
+    gemm_roofline: bool = False
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -148,24 +243,45 @@ PROBES: dict[str, Callable[[V.Row, V.RowTerms], None] | None] = {
     "fp8-compute-1.15": _fp8_compute,
 }
 
+#: §6.6's probes of the step's form and of the reserve (run by name; not in the default set)
+FORM_PROBES: dict[str, Probe] = {
+    "gemm-roofline": Probe(gemm_roofline=True),
+    "reserve-over-tp": Probe(reserve=_reserve_over_tp(lambda r: True)),
+    "reserve-over-tp-hopper": Probe(reserve=_reserve_over_tp(lambda r: r.gpu in HOPPER)),
+}
+
 
 @contextmanager
-def probing(change: Callable[[V.Row, V.RowTerms], None] | None) -> Iterator[None]:
-    """The validator with ``change`` applied to every row's terms where they are computed
-    (``validate.row_terms``, which the fit's term cache calls once per row and batch)."""
-    original = V.row_terms
+def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Iterator[None]:
+    """The validator with a probe applied: a term change to every row's terms where they are
+    computed (``validate.row_terms``, which the fit's term cache calls once per row and batch), a
+    reserve to the batch rule (``validate.batch_from``, with the fitted memory fields), the
+    ``gemm-roofline`` form to the step time (``validate.step_time``). Everything is restored on exit."""
+    p = change if isinstance(change, Probe) else Probe(terms=change)
+    originals = {"row_terms": V.row_terms, "batch_from": V.batch_from, "step_time": V.step_time,
+                 "STEP_TERMS": V.STEP_TERMS}
 
     def row_terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
-        t = original(row, batch, variant)
-        if change is not None:
-            change(row, t)
+        t = originals["row_terms"](row, batch, variant)
+        if p.gemm_roofline:
+            _weights_term(row, t)
+        if p.terms is not None:
+            p.terms(row, t)
         return t
 
-    V.row_terms = row_terms
+    def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None, **kw: Any) -> int:
+        if mem is not None and p.reserve is not None:
+            mem = {**mem, "runtime_reserve_GiB": p.reserve(row, mem["runtime_reserve_GiB"])}
+        return originals["batch_from"](row, fp, mem, cap, **kw)
+
+    V.row_terms, V.batch_from = row_terms, batch_from
+    if p.gemm_roofline:
+        V.step_time, V.STEP_TERMS = _gemm_roofline_step_time, (*V.STEP_TERMS, "weights")
     try:
         yield
     finally:
-        V.row_terms = original
+        for k, v in originals.items():
+            setattr(V, k, v)
 
 
 def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
@@ -180,16 +296,27 @@ def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
     return V.mape(e for _, e in errors.values()), {g: V.mape(x) for g, x in groups.items()}
 
 
-def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | None:
-    """A probe by name: one of PROBES, or ``moe-compute-<factor>``."""
+def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
+    """A probe by name: one of PROBES or FORM_PROBES, or one with its number in the name
+    (``moe-compute-<factor>``, ``kv-read-<factor>``, ``reserve-16bit-<GiB>``, ``reserve-tp2-<GiB>``)."""
     if name in PROBES:
         return PROBES[name]
-    if name.startswith("moe-compute-"):
-        try:
-            return _moe_compute(float(name.removeprefix("moe-compute-")))
-        except ValueError:
-            pass
-    raise SystemExit(f"unknown probe {name!r}; expected one of {[*PROBES, 'engine-limits']} or moe-compute-<factor>")
+    if name in FORM_PROBES:
+        return FORM_PROBES[name]
+    makers: dict[str, Callable[[float], Callable[[V.Row, V.RowTerms], None] | Probe]] = {
+        "moe-compute-": _moe_compute,
+        "kv-read-": _kv_read,
+        "reserve-16bit-": lambda g: Probe(reserve=_reserve_less(g, lambda r: r.gpu in HOPPER and r.precision in ("fp16", "bf16"))),
+        "reserve-tp2-": lambda g: Probe(reserve=_reserve_less(g, lambda r: r.gpu in HOPPER and r.tp >= 2)),
+    }
+    for prefix, make in makers.items():
+        if name.startswith(prefix):
+            try:
+                return make(float(name.removeprefix(prefix)))
+            except ValueError:
+                break
+    raise SystemExit(f"unknown probe {name!r}; expected one of {[*PROBES, *FORM_PROBES, 'engine-limits']} "
+                     f"or {', '.join(p + '<number>' for p in makers)}")
 
 
 def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:

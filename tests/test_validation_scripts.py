@@ -203,3 +203,86 @@ def test_the_never_fitted_check_of_a_probe_is_the_validators_prediction():
     assert got == pytest.approx(report.mape_pct, rel=1e-9)
     assert groups == pytest.approx({g: x["mape_pct"] for g, x in report.groups.items()}, rel=1e-9)
     assert term_probes.probe("moe-compute-1.25") is not None
+
+
+def test_reserve_probes_move_the_batch_of_their_rows_by_hand():
+    """term_probes' reserve forms (VALIDATION.md §6.6) on Llama 70B FP16 at TP 2 on two H100s,
+    1000/1000, at hopper's fitted memory fields (u = 1, R = 7.75 GiB, f = 0.90), by hand: weights
+    70,553,706,496 B per GPU, KV 2,000 tokens x 163,840 B = 327,680,000 B per sequence, memory
+    80 GiB = 85,899,345,920 B. R = 7.75 GiB: 0.9 (85.899 - 8.322 - 70.554) GB / 0.32768 GB = 19.3
+    -> 19. R = 4.25 GiB (3.5 less: ``reserve-16bit-3.5``, ``reserve-tp2-3.5``) and R = 1 + 6.75 / 2
+    = 4.375 GiB (``reserve-over-tp``): 29.6 and 29.2 -> 29. The FP8 row at TP 1 keeps 7.75 GiB under
+    the first two and 1 + 6.75 / 1 under the third; an A100 row keeps its own under the hopper-only
+    ones (the memory fields passed are the same for every row here)."""
+    r16 = V.Row("r16", "llama-3.1-70b", "h100-sxm", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    r8 = V.Row("r8", "llama-3.1-70b", "h100-sxm", 1, 1, 1, 1, 1, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    a100 = V.Row("ra", "llama-3.1-70b", "a100-sxm-80gb", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    cache = V._TermCache(V.MODEL)
+    mem = {"usable_memory_fraction": 1.0, "runtime_reserve_GiB": 7.75, "kv_cache_free_fraction": 0.9}
+    fp = cache.footprint(r16)
+    assert (fp.weights_B, fp.kv_per_sequence_B, fp.raw_capacity_B) == (70_553_706_496, 327_680_000, 80 * 2**30)
+    base = {r.id: V.batch_from(r, cache.footprint(r), mem, None) for r in (r16, r8, a100)}
+    assert base["r16"] == 19
+    seen: dict[str, list[float]] = {}
+    original = V.batch_from
+
+    def spy(row, fp, mem, cap, **kw):
+        seen.setdefault(row.id, []).append(mem["runtime_reserve_GiB"])
+        return original(row, fp, mem, cap, **kw)
+
+    V.batch_from = spy
+    try:
+        for name, reserves in {"reserve-16bit-3.5": {"r16": 4.25, "r8": 7.75, "ra": 7.75},
+                               "reserve-tp2-3.5": {"r16": 4.25, "r8": 7.75, "ra": 7.75},
+                               "reserve-over-tp": {"r16": 4.375, "r8": 7.75, "ra": 4.375},
+                               "reserve-over-tp-hopper": {"r16": 4.375, "r8": 7.75, "ra": 7.75}}.items():
+            seen.clear()
+            with term_probes.probing(term_probes.probe(name)):
+                got = {r.id: V.batch_from(r, cache.footprint(r), mem, None) for r in (r16, r8, a100)}
+            assert {k: v[0] for k, v in seen.items()} == reserves, name
+            assert got["r16"] == 29 and got["r8"] == base["r8"], name
+            # the A100 80GB has the same 80 GiB and the same weights per GPU: 19, or 29 at 4.375 GiB
+            assert got["ra"] == (19 if reserves["ra"] == 7.75 else 29) and base["ra"] == 19, name
+            assert V.batch_from is spy  # restored to what it was
+    finally:
+        V.batch_from = original
+
+
+def test_kv_read_probe_scales_the_decode_kv_bytes_by_hand():
+    """``kv-read-1.2``: Llama 70B FP16 at TP 8 on the H100, 1000/1000, 8 sequences: the decode step
+    reads 8 x 1,500 tokens x 327,680 B and writes 8 x 327,680 B of KV cache, over 8 KV shards:
+    491,847,680 B per GPU; its local-memory stream grows by 0.2 x that / 3,350 GB/s. Nothing else
+    changes."""
+    r = row("k", "h100-sxm", 8)
+    ref = V.row_terms(r, 8)
+    with term_probes.probing(term_probes.probe("kv-read-1.2")):
+        t = V.row_terms(r, 8)
+    kv = (8 * 1500 * 327_680 + 8 * 327_680) / 8
+    assert kv == 491_847_680
+    assert t.decode["memory_local"] - ref.decode["memory_local"] == pytest.approx(0.2 * kv / 3350e9, rel=1e-12, abs=0)
+    assert t.prefill == ref.prefill
+    assert {k: v for k, v in t.decode.items() if k != "memory_local"} == {k: v for k, v in ref.decode.items() if k != "memory_local"}
+
+
+def test_gemm_roofline_hides_the_weights_under_the_compute_and_is_undone():
+    """``gemm-roofline``: a step of compute 1.0 s and local memory 1.5 s (weights 0.6 s of it) at
+    o = 0 takes 1.5 + 1.0 - min(1.0, 0.6) = 1.9 s (the model's 2.5 s less the weights); at o = 0.5,
+    0.5 x 1.5 + 0.5 x (2.5 - 0.6) = 1.7 s. A row's weights term is the decode step's weight bytes
+    (``step_costs``, 16-bit, one stage) over its 8 GPUs at the H100's 3,350 GB/s. Restored on exit."""
+    terms = {"compute": 0.7, "memory_local": 1.2, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
+             "collective_steps": 0.0, "sequences": 0.0, "memory_peak_GBps": 1000.0, "eight_bit": 0.0, "weights": 0.48}
+    cal = {"compute_efficiency": 0.7, "memory_efficiency": 0.8, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
+           "collective_step_latency_us": 0.0, V.CAP_FIELD: None}
+    original = (V.step_time, V.STEP_TERMS, V.row_terms)
+    with term_probes.probing(term_probes.probe("gemm-roofline")):
+        assert "weights" in V.STEP_TERMS
+        assert float(V.step_time(terms, {**cal, "stream_overlap": 0.0})) == pytest.approx(1.9, rel=1e-12)
+        assert float(V.step_time(terms, {**cal, "stream_overlap": 0.5})) == pytest.approx(1.7, rel=1e-12)
+        t = V.row_terms(row("g", "h100-sxm", 8), 8)
+    assert (V.step_time, V.STEP_TERMS, V.row_terms) == original
+    from codesign.model.workload import load_workload, step_costs
+
+    c = step_costs(load_workload("llama-3.1-70b"), batch=8.0, new_tokens=1.0, context=1500.0,
+                   weight_bytes_per_param=2.0, kv_bytes_per_element=2.0, embedding_bytes_per_param=2.0)
+    assert t.decode["weights"] == pytest.approx(float(c.bytes_weights) / 8 / 3350e9, rel=1e-12, abs=0)
+    assert 0 < t.decode["weights"] < t.decode["memory_local"]

@@ -68,10 +68,10 @@ def nccl_above_threshold() -> Iterator[None]:
     NCCL_EFFICIENCY (a separate term, ``net_bw_nccl``) instead of the fitted efficiency."""
     from codesign.model.workload import load_workload
 
-    saved = (V._TermCache.at, V.step_time, V.STEP_TERMS)
-    original_at, original_step = V._TermCache.at, V.step_time
+    saved = (V.TermCache.at, V.step_time, V.STEP_TERMS)
+    original_at, original_step = V.TermCache.at, V.step_time
 
-    def at(self: V._TermCache, row: V.Row, batch: int) -> V.RowTerms:
+    def at(self: V.TermCache, row: V.Row, batch: int) -> V.RowTerms:
         t = original_at(self, row, batch)
         pre = {**t.prefill, "net_bw_nccl": 0.0}
         dec = {**t.decode, "net_bw_nccl": 0.0}
@@ -86,11 +86,11 @@ def nccl_above_threshold() -> Iterator[None]:
     def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
         return original_step(t, cal) + t.get("net_bw_nccl", 0.0)
 
-    V._TermCache.at, V.step_time, V.STEP_TERMS = at, step_time, (*V.STEP_TERMS, "net_bw_nccl")
+    V.TermCache.at, V.step_time, V.STEP_TERMS = at, step_time, (*V.STEP_TERMS, "net_bw_nccl")
     try:
         yield
     finally:
-        V._TermCache.at, V.step_time, V.STEP_TERMS = saved
+        V.TermCache.at, V.step_time, V.STEP_TERMS = saved
 
 
 def main() -> None:

@@ -128,7 +128,7 @@ def simulate(n_req: int, isl: int, osl: int, cache_tokens: int, max_tokens: int,
     return {"iterations": iters, "decode_tokens": s_dec, "decode_context": s_kv, "context_tokens": s_ctx}
 
 
-def run_terms(row: V.Row, batch: int, cache: V._TermCache, sim: dict[str, float]) -> dict[str, float]:
+def run_terms(row: V.Row, batch: int, cache: V.TermCache, sim: dict[str, float]) -> dict[str, float]:
     """Calibration-free terms of the whole run (seconds at efficiency 1, counts)."""
     at_b, at_1 = cache.at(row, batch), cache.at(row, 1)
     ctx_avg = row.isl + row.osl / 2.0
@@ -158,7 +158,7 @@ def predict(terms: list[dict[str, float]], tokens: np.ndarray, cal: dict[str, fl
 
 
 class RunStack:
-    """The rows of one family as whole runs: ``mape`` is what ``validate._fit_stack`` minimises,
+    """The rows of one family as whole runs: ``mape`` is what ``validate.fit_stack`` minimises,
     so the calibration search is the validation's own (§4)."""
 
     def __init__(self, rows: list[V.Row], terms: list[dict[str, float]], tokens: np.ndarray, measured: np.ndarray):
@@ -178,7 +178,7 @@ def main() -> None:
     labels = V.read_split(V.DEFAULT_SPLIT)
     rows = [r for r in rows if V.skip_reason(r) is None and r.id in labels and r.concurrency is None
             and r.num_requests is not None and r.pp == 1]
-    cache = V._TermCache(V.MODEL)
+    cache = V.TermCache(V.MODEL)
     result: dict[str, dict] = {}
     for policy in args.policies.split(","):
         t0 = time.perf_counter()
@@ -196,7 +196,7 @@ def main() -> None:
             fit_items = [x for x in items if labels[x[0].id] == "fit"]
             stack = RunStack([x[0] for x in fit_items], [x[1] for x in fit_items], np.array([x[2] for x in fit_items]),
                              np.array([x[0].value for x in fit_items]))
-            cal, _ = V._fit_stack(stack, base, V.MODEL)
+            cal, _ = V.fit_stack(stack, base, V.MODEL)
             params[fam] = {k: round(float(cal[k]), 4) for k in V.CHIP_PARAMS if cal.get(k) is not None}
             pred = predict([x[1] for x in items], np.array([x[2] for x in items]), cal)
             for (r, _, _), p in zip(items, pred, strict=True):

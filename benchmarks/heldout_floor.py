@@ -65,7 +65,7 @@ def floor(csv: str, split: str) -> dict[str, Any]:
     by_fam: dict[str, list[V.Row]] = defaultdict(list)
     for r in usable:
         by_fam[V.family_of(r.gpu)].append(r)
-    cache = V._TermCache(V.MODEL)
+    cache = V.TermCache(V.MODEL)
     fams: dict[str, Any] = {}
     groups: dict[str, Any] = {}
     total, n = 0.0, 0
@@ -77,7 +77,7 @@ def floor(csv: str, split: str) -> dict[str, Any]:
         chip = sorted({r.gpu for r in by_fam[fam]})[0]
         shipped = calibration_for(chip).model_dump()
         mem_shipped = {k: shipped[k] for k in V.MEMORY_FIELDS}
-        shipped_held = V._Stack.build(held, cache, mem_shipped, V.ENGINE_MAX_BATCH).mape(shipped)
+        shipped_held = V.RowStack.build(held, cache, mem_shipped, V.ENGINE_MAX_BATCH).mape(shipped)
         res = V.fit_group(held, fit, shipped, cache, V.MODEL, True, V.ENGINE_MAX_BATCH)
         cal = {**shipped, **res["params"]}
         if V.CAP_FIELD not in res["params"]:
@@ -93,8 +93,8 @@ def floor(csv: str, split: str) -> dict[str, Any]:
             by_group[f"{r.model}|{r.gpu}"].append(r)
         for g, rs in sorted(by_group.items()):
             groups[g] = {"n_held_out": len(rs),
-                         "floor_mape_pct": V._Stack.build(rs, cache, mem, V.ENGINE_MAX_BATCH).mape(cal),
-                         "shipped_mape_pct": V._Stack.build(rs, cache, mem_shipped, V.ENGINE_MAX_BATCH).mape(shipped)}
+                         "floor_mape_pct": V.RowStack.build(rs, cache, mem, V.ENGINE_MAX_BATCH).mape(cal),
+                         "shipped_mape_pct": V.RowStack.build(rs, cache, mem_shipped, V.ENGINE_MAX_BATCH).mape(shipped)}
     return {"floor_mape_pct": total / n, "n_held_out": n, "families": fams, "groups": groups}
 
 

@@ -36,7 +36,7 @@ def main() -> None:
     by_fam: dict[str, list[V.Row]] = defaultdict(list)
     for r in usable:
         by_fam[V.family_of(r.gpu)].append(r)
-    cache = V._TermCache(V.MODEL)
+    cache = V.TermCache(V.MODEL)
     default = calibration_file().default.model_dump()
     base = {**default, **V.memory_base(V.MODEL)}
     own = V.fit_calibration(args.csv, V.DEFAULT_SPLIT, pooled=False)
@@ -49,7 +49,7 @@ def main() -> None:
 
         def mape_at(cal: dict[str, float], rows: list[V.Row] = test) -> float:
             mem = {k: cal[k] for k in V.MEMORY_FIELDS}
-            return V._Stack.build(rows, cache, mem, V.ENGINE_MAX_BATCH).mape(cal)
+            return V.RowStack.build(rows, cache, mem, V.ENGINE_MAX_BATCH).mape(cal)
 
         own_cal = {**base, **own[fam]["params"]}
         out[fam] = {

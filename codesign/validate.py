@@ -1151,8 +1151,10 @@ def run_validation(
 
 
 # --- calibration ------------------------------------------------------------------------------
-class _TermCache:
-    """Evaluations of rows at batches, memoised (fitting evaluates each row at a few batches)."""
+class TermCache:
+    """Evaluations of rows at batches under one ``Variant``, memoised: the calibration-free terms of
+    each (row, batch) (``row_terms``) and each row's memory footprint. Fitting evaluates every row at
+    the few batches its candidate memory fields give; experiments (``benchmarks/``) build on it."""
 
     def __init__(self, variant: Variant):
         self.variant = variant
@@ -1172,8 +1174,10 @@ class _TermCache:
 
 
 @dataclass
-class _Stack:
-    """Row terms of one family at one memory rule, as arrays (vectorised re-composition)."""
+class RowStack:
+    """The terms of a set of rows at one set of memory fields, as arrays: ``predict(cal)`` re-composes
+    every row's metric at a calibration at once (``step_time``, ``metric_from_steps``), ``mape`` is
+    what the fit minimises. Built from a ``TermCache`` with ``RowStack.build``."""
 
     rows: list[Row]
     batch: np.ndarray
@@ -1191,7 +1195,7 @@ class _Stack:
     tail_dec: dict[str, np.ndarray] | None = None
 
     @classmethod
-    def build(cls, rows: list[Row], cache: _TermCache, mem: dict[str, float] | None, cap: int | None) -> _Stack:
+    def build(cls, rows: list[Row], cache: TermCache, mem: dict[str, float] | None, cap: int | None) -> RowStack:
         batches = [batch_from(r, cache.footprint(r), mem, cap, requests=not cache.variant.no_request_cap,
                               table=cache.variant.runtime_batch_table) for r in rows]
         zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0, "memory_peak_GBps": 1.0}
@@ -1324,7 +1328,7 @@ def cap_is_fitted(rows: Sequence[Row], how: Variant, peaks: Sequence[float] | No
 def eight_bit_is_fitted(stack: Any, how: Variant) -> bool:
     """Whether a fit of ``stack`` fits ``compute_efficiency_8bit`` (eq. 3.20c): only if the variant
     asks (``fit_8bit``) and does not hold it, and some of the rows that fit in memory compute at the
-    8-bit tensor rate and some at a wider one (a ``_Stack``'s ``eight_bit`` terms; another object:
+    8-bit tensor rate and some at a wider one (a ``RowStack``'s ``eight_bit`` terms; another object:
     never)."""
     if not how.fit_8bit or EIGHT_BIT_FIELD in how.fixed_values:
         return False
@@ -1335,8 +1339,8 @@ def eight_bit_is_fitted(stack: Any, how: Variant) -> bool:
     return bool(np.any(flags > 0) and np.any(flags == 0))
 
 
-def _fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
-    """Minimise ``stack.mape`` (a ``_Stack`` or any object with ``rows`` and ``mape(cal, how)``)
+def fit_stack(stack: Any, base: dict[str, float], how: Variant) -> tuple[dict[str, float], float]:
+    """Minimise ``stack.mape`` (a ``RowStack`` or any object with ``rows`` and ``mape(cal, how)``)
     over the free calibration fields from the deterministic starts."""
     try:
         from scipy.optimize import minimize
@@ -1398,11 +1402,11 @@ def memory_base(how: Variant) -> dict[str, float]:
     return {"usable_memory_fraction": 0.9, "runtime_reserve_GiB": 0.0, "kv_cache_free_fraction": 1.0}
 
 
-def _fit_family(rows: list[Row], cache: _TermCache, base: dict[str, float], how: Variant,
+def _fit_family(rows: list[Row], cache: TermCache, base: dict[str, float], how: Variant,
                 cap: int | None, fit_memory: bool) -> tuple[dict[str, float], float]:
     """Best calibration of one family on ``rows`` (the memory field by grid search if fitted)."""
     if not fit_memory:
-        return _fit_stack(_Stack.build(rows, cache, None, cap), base, how)
+        return fit_stack(RowStack.build(rows, cache, None, cap), base, how)
     key, coarse, steps = memory_grid(how)
     lo, hi = FIT_BOUNDS[key]
     tried: dict[float, tuple[dict[str, float], float]] = {}
@@ -1411,7 +1415,7 @@ def _fit_family(rows: list[Row], cache: _TermCache, base: dict[str, float], how:
         v = min(max(round(v, 4), lo), hi)
         if v not in tried:
             cal0 = {**base, key: v}
-            tried[v] = _fit_stack(_Stack.build(rows, cache, {k: cal0[k] for k in MEMORY_FIELDS}, cap), cal0, how)
+            tried[v] = fit_stack(RowStack.build(rows, cache, {k: cal0[k] for k in MEMORY_FIELDS}, cap), cal0, how)
 
     def best() -> float:
         return min(tried, key=lambda v: (tried[v][1], v))
@@ -1456,7 +1460,7 @@ def fit_calibration(
     by_fam: dict[str, list[Row]] = defaultdict(list)
     for r in usable:
         by_fam[variant.group_of(r.gpu)].append(r)
-    cache = _TermCache(variant)
+    cache = TermCache(variant)
     result: dict[str, Any] = {}
     for fam in sorted(by_fam):
         if families is not None and fam not in families:
@@ -1486,7 +1490,7 @@ def fit_calibration(
     return result
 
 
-def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, float], cache: _TermCache,
+def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, float], cache: TermCache,
                variant: Variant, fit_memory: bool, cap: int | None) -> dict[str, Any]:
     """Fit one calibration on ``fit_rows`` starting from ``initial`` (the variant's held fields and
     memory rule applied) and report it on ``held_rows``: params, row counts, fit and held-out MAPE."""
@@ -1495,7 +1499,7 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
         base.update(memory_base(variant))
     cal, fit_mape = _fit_family(fit_rows, cache, base, variant, cap, fit_memory)
     mem = {k: cal[k] for k in MEMORY_FIELDS} if fit_memory else None
-    held = _Stack.build(held_rows, cache, mem, cap)
+    held = RowStack.build(held_rows, cache, mem, cap)
     return {
         "params": {k: round(float(cal[k]), 4) for k in CHIP_PARAMS
                    if cal.get(k) is not None and (k != HOST_FIELD or cal[k] > 0)},
@@ -1766,7 +1770,7 @@ def never_fitted_errors(fitted: dict[str, Any], variant: Variant = MODEL,
     calibration from ``fitted`` (a fit_calibration result under ``variant``) through the fit's own
     re-composition. Every row's group must have been fitted."""
     rows = [r for r in read_rows(path)[0] if skip_reason(r, variant) is None]
-    cache = _TermCache(variant)
+    cache = TermCache(variant)
     out: dict[str, tuple[Row, float]] = {}
     for g in sorted({variant.group_of(r.gpu) for r in rows}):
         if g not in fitted:
@@ -1776,12 +1780,12 @@ def never_fitted_errors(fitted: dict[str, Any], variant: Variant = MODEL,
     return out
 
 
-def _group_errors(rows: list[Row], cache: _TermCache, params: dict[str, float],
+def _group_errors(rows: list[Row], cache: TermCache, params: dict[str, float],
                   variant: Variant) -> list[tuple[Row, float]]:
     """Signed % error of each of one calibration group's ``rows`` at its fitted ``params``,
     re-composed as the fit does (the variant's memory rule under the fitted memory fields)."""
     cal = {**memory_base(variant), **params}
-    stack = _Stack.build(rows, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
+    stack = RowStack.build(rows, cache, {k: cal[k] for k in MEMORY_FIELDS}, ENGINE_MAX_BATCH)
     return [(r, 100.0 * (float(p) - r.value) / r.value) for r, p in zip(rows, stack.predict(cal, variant), strict=True)]
 
 
@@ -1798,7 +1802,7 @@ def proposals(csv_path: str | Path, split_file: str | Path, variants: Sequence[V
     out: dict[str, Any] = {}
     for v in variants:
         fitted = fit_calibration(csv_path, split_file, variant=v, pooled=False)
-        cache = _TermCache(v)
+        cache = TermCache(v)
         by_group: dict[str, list[Row]] = defaultdict(list)
         for r in rows:
             if not skip_reason(r, v) and r.id in labels and v.group_of(r.gpu) in fitted:

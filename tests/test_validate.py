@@ -414,9 +414,9 @@ def test_batch_is_capped_at_the_runs_requests():
     fp = V.footprint(r)
     assert V.batch_from(r, fp, None, V.ENGINE_MAX_BATCH) == 1500
     assert V.batch_from(r, fp, None, V.ENGINE_MAX_BATCH, requests=False) > 1500
-    stack = V._Stack.build([r], V._TermCache(V.MODEL), None, V.ENGINE_MAX_BATCH)
+    stack = V.RowStack.build([r], V.TermCache(V.MODEL), None, V.ENGINE_MAX_BATCH)
     assert stack.batch[0] == 1500
-    waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
+    waves = V.RowStack.build([r], V.TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
     assert waves.batch[0] == 1500 and waves.waves[0] == 1 and waves.tail[0] == 0
 
 
@@ -424,7 +424,7 @@ def test_request_waves_leave_a_partial_last_wave():
     """Llama 70B FP8 on one H100 at 1000/1000 holds ~13 sequences: 40 requests are 3 full waves
     and a last one of 40 - 3 x 13 = 1 (with the model's batch b: 40 // b waves, 40 % b left)."""
     r = row(model="llama-3.1-70b", num_requests=40)
-    waves = V._Stack.build([r], V._TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
+    waves = V.RowStack.build([r], V.TermCache(V.Variant(request_waves=True)), None, V.ENGINE_MAX_BATCH)
     b = int(waves.batch[0])
     assert b == V.max_batch(row(model="llama-3.1-70b")).batch  # the memory batch, below 40 requests
     assert 1 <= b < 40

@@ -107,7 +107,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
     llama, mixtral = row("p1", "h100-sxm", 8), V.Row("p2", "mixtral-8x7b", "h100-sxm", 8, 8, 1, 1, 1, "fp16",
                                                      1000, 1000, 8, "output_tokens_per_s", 1.0)
     original = V.row_terms
-    base = V._TermCache(V.MODEL)
+    base = V.TermCache(V.MODEL)
     ref = {r.id: base.at(r, 8) for r in (llama, mixtral)}
     expected = {  # probe -> row -> (phase, term, factor)
         "moe-compute-1.3": {"p2": [("prefill", "compute", 1.3), ("decode", "compute", 1.3)]},
@@ -117,7 +117,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
     }
     for name, changes in expected.items():
         with term_probes.probing(term_probes.PROBES[name]):
-            cache = V._TermCache(V.MODEL)
+            cache = V.TermCache(V.MODEL)
             for r in (llama, mixtral):
                 t = cache.at(r, 8)
                 assert cache.at(r, 8) is t  # cached: the change is applied once
@@ -126,7 +126,7 @@ def test_term_probes_scale_their_term_once_on_their_rows_and_are_undone():
                     for k, v in getattr(ref[r.id], ph).items():
                         assert getattr(t, ph)[k] == pytest.approx(v * scaled.get((ph, k), 1.0), rel=1e-12), (name, r.id, ph, k)
     assert V.row_terms is original
-    assert V._TermCache(V.MODEL).at(llama, 8).prefill == ref["p1"].prefill
+    assert V.TermCache(V.MODEL).at(llama, 8).prefill == ref["p1"].prefill
 
 
 def test_trtllm_bench_engine_limits_by_hand():
@@ -217,7 +217,7 @@ def test_reserve_probes_move_the_batch_of_their_rows_by_hand():
     r16 = V.Row("r16", "llama-3.1-70b", "h100-sxm", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
     r8 = V.Row("r8", "llama-3.1-70b", "h100-sxm", 1, 1, 1, 1, 1, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0)
     a100 = V.Row("ra", "llama-3.1-70b", "a100-sxm-80gb", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
-    cache = V._TermCache(V.MODEL)
+    cache = V.TermCache(V.MODEL)
     mem = {"usable_memory_fraction": 1.0, "runtime_reserve_GiB": 7.75, "kv_cache_free_fraction": 0.9}
     fp = cache.footprint(r16)
     assert (fp.weights_B, fp.kv_per_sequence_B, fp.raw_capacity_B) == (70_553_706_496, 327_680_000, 80 * 2**30)

@@ -24,7 +24,7 @@ rows, not the engine.
   of the fraction of their (doubled) peak that 16-bit GEMMs reach of theirs. Llama 70B FP8 is
   over-predicted on prefill-heavy rows at TP 2 and 4 (+8 to +9 % bias on hopper) where FP16 is not.
 
-Three more kinds (VALIDATION.md §6.6), also re-fitting every family:
+Three more kinds (VALIDATION.md §6.7), also re-fitting every family:
 
 * ``kv-read-<factor>``: the decode step's KV-cache reads and writes (part of its local-memory
   stream) scaled by the factor, as if the attention kernel streamed the cache at 1/factor of the
@@ -60,7 +60,7 @@ parameters, the never-fitted rows' MAPE overall and per (model, chip); the engin
 ``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5),
 ``kv-read-<factor>``, ``reserve-16bit-<GiB>`` and ``reserve-tp2-<GiB>``. The default runs the six
 term probes of §6.5 and the engine limits (about 9 minutes: one full re-fit per probe and one of
-the model, about a minute each); §6.6's probes are named on the command line (§9).
+the model, about a minute each); §6.7's probes are named on the command line (§9).
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ PROBES: dict[str, Callable[[V.Row, V.RowTerms], None] | None] = {
     "fp8-compute-1.15": _fp8_compute,
 }
 
-#: §6.6's probes of the step's form and of the reserve (run by name; not in the default set)
+#: §6.7's probes of the step's form and of the reserve (run by name; not in the default set)
 FORM_PROBES: dict[str, Probe] = {
     "gemm-roofline": Probe(gemm_roofline=True),
     "reserve-over-tp": Probe(reserve=_reserve_over_tp(lambda r: True)),

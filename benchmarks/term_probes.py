@@ -116,11 +116,20 @@ def _fp8_compute(row: V.Row, t: V.RowTerms) -> None:
         t.decode["compute"] *= 1.15
 
 
+def _plain_tp(row: V.Row, probe: str) -> None:
+    """The byte probes re-derive the schedule's plain-TP terms; attention DP splits them otherwise
+    (model.md §4.8), and no fitted or never-fitted row of these probes uses it."""
+    if row.attention_dp_on:
+        raise SystemExit(f"probe {probe}: row {row.id} runs attention DP, which this probe does not model")
+
+
 def _kv_bytes(row: V.Row, sequences: float) -> float:
     """KV-cache bytes one decode step of ``row`` reads and writes per device (the model's
     ``step_costs`` at the mean context ISL + OSL/2, over the stage's layers and the KV shards, as
-    ``schedule`` charges them)."""
+    ``schedule`` charges them without attention DP)."""
     from codesign.model.schedule import kv_shards
+
+    _plain_tp(row, "kv-read")
     from codesign.model.workload import load_workload, step_costs
 
     w = load_workload(row.model)
@@ -143,6 +152,7 @@ def _weights_term(row: V.Row, t: V.RowTerms) -> None:
     ``memory_local``), for the ``gemm-roofline`` form."""
     from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
 
+    _plain_tp(row, "gemm-roofline")
     w = load_workload(row.model)
     wb = BYTES_PER_ELEMENT[row.precision]
     frac = math.ceil(w.num_layers / row.pp) / w.num_layers
@@ -154,17 +164,20 @@ def _weights_term(row: V.Row, t: V.RowTerms) -> None:
         phase["weights"] = ((float(c.bytes_weights) - head) * frac + head) / row.tp / (phase["memory_peak_GBps"] * 1e9)
 
 
-def _gemm_roofline_step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
-    """The model's step time (``validate.step_time``) less (1 - o) min(c, w): the weight reads
-    hidden under the compute, c the compute stream, w the weights' share of the local-memory one."""
+def _gemm_roofline(base: Callable[[dict[str, Any], dict[str, Any]], Any]) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+    """``base`` (the step time in force, ``validate.step_time``) less (1 - o) min(c, w): the weight
+    reads hidden under the compute, c the compute stream, w the weights' share of the local-memory
+    one."""
     from codesign.model.hardware import achieved_memory_fraction
 
-    c = t["compute"] / V.compute_efficiency(t, cal)
-    wt = t["weights"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), t.get("memory_peak_GBps"))
-    return _MODEL_STEP_TIME(t, cal) - (1.0 - cal["stream_overlap"]) * np.minimum(c, wt)
+    def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+        c = t["compute"] / V.compute_efficiency(t, cal)
+        wt = t["weights"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), t.get("memory_peak_GBps"))
+        return base(t, cal) - (1.0 - cal["stream_overlap"]) * np.minimum(c, wt)
+
+    return step_time
 
 
-_MODEL_STEP_TIME = V.step_time
 HOPPER = ("h100-sxm", "h200-sxm")
 #: the reserve every rank holds whatever the TP degree in ``reserve-over-tp`` (GiB)
 RESERVE_R0_GiB = 1.0
@@ -276,7 +289,7 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
 
     V.row_terms, V.batch_from = row_terms, batch_from
     if p.gemm_roofline:
-        V.step_time, V.STEP_TERMS = _gemm_roofline_step_time, (*V.STEP_TERMS, "weights")
+        V.step_time, V.STEP_TERMS = _gemm_roofline(originals["step_time"]), (*V.STEP_TERMS, "weights")
     try:
         yield
     finally:
@@ -342,7 +355,8 @@ def main() -> None:
     ap.add_argument("--csv", default=str(V.DEFAULT_MEASUREMENTS))
     ap.add_argument("--split", default=str(V.DEFAULT_SPLIT))
     ap.add_argument("--probes", default=",".join([*PROBES, "engine-limits"]),
-                    help="comma-separated: " + ", ".join([*PROBES, "engine-limits"]))
+                    help="comma-separated: " + ", ".join([*PROBES, "engine-limits", *FORM_PROBES])
+                    + ", moe-compute-<factor>, kv-read-<factor>, reserve-16bit-<GiB>, reserve-tp2-<GiB>")
     args = ap.parse_args()
     names = [p for p in args.probes.split(",") if p]
     for name in names:

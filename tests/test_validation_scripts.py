@@ -206,7 +206,7 @@ def test_the_never_fitted_check_of_a_probe_is_the_validators_prediction():
 
 
 def test_reserve_probes_move_the_batch_of_their_rows_by_hand():
-    """term_probes' reserve forms (VALIDATION.md §6.6) on Llama 70B FP16 at TP 2 on two H100s,
+    """term_probes' reserve forms (VALIDATION.md §6.7) on Llama 70B FP16 at TP 2 on two H100s,
     1000/1000, at hopper's fitted memory fields (u = 1, R = 7.75 GiB, f = 0.90), by hand: weights
     70,553,706,496 B per GPU, KV 2,000 tokens x 163,840 B = 327,680,000 B per sequence, memory
     80 GiB = 85,899,345,920 B. R = 7.75 GiB: 0.9 (85.899 - 8.322 - 70.554) GB / 0.32768 GB = 19.3
@@ -262,13 +262,19 @@ def test_kv_read_probe_scales_the_decode_kv_bytes_by_hand():
     assert t.decode["memory_local"] - ref.decode["memory_local"] == pytest.approx(0.2 * kv / 3350e9, rel=1e-12, abs=0)
     assert t.prefill == ref.prefill
     assert {k: v for k, v in t.decode.items() if k != "memory_local"} == {k: v for k, v in ref.decode.items() if k != "memory_local"}
+    # three stages of TP 4 (12 GPUs): the slowest stage holds ceil(80 / 3) = 27 of the 80 layers,
+    # each GPU 1/4 of the KV heads: 27/80 x 8 x 1,501 x 327,680 B / 4 = 331,997,184 B per GPU
+    assert term_probes._kv_bytes(V.Row("k3", "llama-3.1-70b", "h100-sxm", 12, 4, 3, 1, 1, "fp16", 1000, 1000, 8,
+                                       "output_tokens_per_s", 1.0), 8.0) == pytest.approx(331_997_184, rel=1e-12, abs=0)
 
 
 def test_gemm_roofline_hides_the_weights_under_the_compute_and_is_undone():
     """``gemm-roofline``: a step of compute 1.0 s and local memory 1.5 s (weights 0.6 s of it) at
     o = 0 takes 1.5 + 1.0 - min(1.0, 0.6) = 1.9 s (the model's 2.5 s less the weights); at o = 0.5,
-    0.5 x 1.5 + 0.5 x (2.5 - 0.6) = 1.7 s. A row's weights term is the decode step's weight bytes
-    (``step_costs``, 16-bit, one stage) over its 8 GPUs at the H100's 3,350 GB/s. Restored on exit."""
+    0.5 x 1.5 + 0.5 x (2.5 - 0.6) = 1.7 s. A row's weights term, by hand for Llama 70B FP16 at TP 8
+    decoding 8 sequences: 70,553,706,496 parameters less the 128,256 x 8,192 embedding table but its
+    8 gathered rows, x 2 B, over 8 GPUs = 17,375,774,720 B at the H100's 3,350 GB/s; prefill (1,000
+    tokens x 8 gather 8,000 rows) 17,375,840,256 B. Restored on exit."""
     terms = {"compute": 0.7, "memory_local": 1.2, "memory_pool": 0.0, "net_bw": 0.0, "net_latency": 0.0, "layers": 0.0,
              "collective_steps": 0.0, "sequences": 0.0, "memory_peak_GBps": 1000.0, "eight_bit": 0.0, "weights": 0.48}
     cal = {"compute_efficiency": 0.7, "memory_efficiency": 0.8, "network_efficiency": 1.0, "layer_overhead_us": 0.0,
@@ -280,9 +286,8 @@ def test_gemm_roofline_hides_the_weights_under_the_compute_and_is_undone():
         assert float(V.step_time(terms, {**cal, "stream_overlap": 0.5})) == pytest.approx(1.7, rel=1e-12)
         t = V.row_terms(row("g", "h100-sxm", 8), 8)
     assert (V.step_time, V.STEP_TERMS, V.row_terms) == original
-    from codesign.model.workload import load_workload, step_costs
-
-    c = step_costs(load_workload("llama-3.1-70b"), batch=8.0, new_tokens=1.0, context=1500.0,
-                   weight_bytes_per_param=2.0, kv_bytes_per_element=2.0, embedding_bytes_per_param=2.0)
-    assert t.decode["weights"] == pytest.approx(float(c.bytes_weights) / 8 / 3350e9, rel=1e-12, abs=0)
+    decode_B = (70_553_706_496 - 128_256 * 8192 + 8 * 8192) * 2 // 8
+    assert decode_B == 17_375_774_720
+    assert t.decode["weights"] == pytest.approx(decode_B / 3350e9, rel=1e-12, abs=0)
+    assert t.prefill["weights"] == pytest.approx((decode_B + 7992 * 8192 * 2 // 8) / 3350e9, rel=1e-12, abs=0)
     assert 0 < t.decode["weights"] < t.decode["memory_local"]

@@ -128,10 +128,9 @@ def _kv_bytes(row: V.Row, sequences: float) -> float:
     ``step_costs`` at the mean context ISL + OSL/2, over the stage's layers and the KV shards, as
     ``schedule`` charges them without attention DP)."""
     from codesign.model.schedule import kv_shards
-
-    _plain_tp(row, "kv-read")
     from codesign.model.workload import load_workload, step_costs
 
+    _plain_tp(row, "kv-read")
     w = load_workload(row.model)
     c = step_costs(w, batch=sequences, new_tokens=1.0, context=row.isl + row.osl / 2.0,
                    weight_bytes_per_param=1.0, kv_bytes_per_element=BYTES_PER_ELEMENT[row.kv_cache_precision])

@@ -37,7 +37,9 @@ Three more kinds (VALIDATION.md §6.7), also re-fitting every family:
   FP8 engines keep R); ``reserve-tp2-<GiB>``: the same for hopper's layouts at TP >= 2 (TP 1 keeps
   R); ``reserve-over-tp``: on every family R(TP) = R0 + (R - R0) / TP with R0 = 1 GiB (a CUDA
   context and runtime buffers every rank holds; the rest split over TP, as an activation
-  workspace is), R fitted as the TP 1 reserve; ``reserve-over-tp-hopper``: that on hopper alone.
+  workspace is), R fitted as the TP 1 reserve; ``reserve-over-tp-hopper``: that on hopper alone;
+  ``reserve-pcie-as-sxm``: the A100 PCIe's reserve held at the A100 SXM family's 2.25 GiB (same
+  die, memory and engine).
   These ask whether the open §5.3 reserve (H100 FP8 at TP 1 implies 7.5-8.6 GiB, FP16 at TP 2
   4.0-4.7 GiB) is one of TP or of precision.
 
@@ -178,6 +180,8 @@ def _gemm_roofline(base: Callable[[dict[str, Any], dict[str, Any]], Any]) -> Cal
 
 
 HOPPER = ("h100-sxm", "h200-sxm")
+#: the A100 SXM family's shipped runtime reserve (instances/catalog/calibration.toml), for ``reserve-pcie-as-sxm``
+A100_SXM_RESERVE_GiB = 2.25
 #: the reserve every rank holds whatever the TP degree in ``reserve-over-tp`` (GiB)
 RESERVE_R0_GiB = 1.0
 
@@ -260,6 +264,9 @@ FORM_PROBES: dict[str, Probe] = {
     "gemm-roofline": Probe(gemm_roofline=True),
     "reserve-over-tp": Probe(reserve=_reserve_over_tp(lambda r: True)),
     "reserve-over-tp-hopper": Probe(reserve=_reserve_over_tp(lambda r: r.gpu in HOPPER)),
+    # the A100 PCIe card is the A100 SXM's die and 80 GB under the same engine: its reserve held at
+    # the SXM family's shipped 2.25 GiB instead of fitted (its own fit puts it at 6.75)
+    "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: A100_SXM_RESERVE_GiB if row.gpu == "a100-pcie-80gb" else r),
 }
 
 

@@ -235,17 +235,22 @@ def test_reserve_probes_move_the_batch_of_their_rows_by_hand():
         for name, reserves in {"reserve-16bit-3.5": {"r16": 4.25, "r8": 7.75, "ra": 7.75},
                                "reserve-tp2-3.5": {"r16": 4.25, "r8": 7.75, "ra": 7.75},
                                "reserve-over-tp": {"r16": 4.375, "r8": 7.75, "ra": 4.375},
-                               "reserve-over-tp-hopper": {"r16": 4.375, "r8": 7.75, "ra": 7.75}}.items():
+                               "reserve-over-tp-hopper": {"r16": 4.375, "r8": 7.75, "ra": 7.75},
+                               "reserve-pcie-as-sxm": {"r16": 7.75, "r8": 7.75, "ra": 7.75}}.items():
             seen.clear()
             with term_probes.probing(term_probes.probe(name)):
                 got = {r.id: V.batch_from(r, cache.footprint(r), mem, None) for r in (r16, r8, a100)}
             assert {k: v[0] for k, v in seen.items()} == reserves, name
-            assert got["r16"] == 29 and got["r8"] == base["r8"], name
+            assert got["r16"] == (19 if reserves["r16"] == 7.75 else 29) and got["r8"] == base["r8"], name
             # the A100 80GB has the same 80 GiB and the same weights per GPU: 19, or 29 at 4.375 GiB
             assert got["ra"] == (19 if reserves["ra"] == 7.75 else 29) and base["ra"] == 19, name
             assert V.batch_from is spy  # restored to what it was
     finally:
         V.batch_from = original
+    pcie = V.Row("rp", "llama-3.1-70b", "a100-pcie-80gb", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    with term_probes.probing(term_probes.probe("reserve-pcie-as-sxm")):
+        # 0.9 (85.899 - 2.416 - 70.554) GB / 0.32768 GB = 35.5 -> 35, the A100 SXM's batch at its 2.25 GiB
+        assert V.batch_from(pcie, cache.footprint(pcie), {**mem, "runtime_reserve_GiB": 6.75}, None) == 35
 
 
 def test_kv_read_probe_scales_the_decode_kv_bytes_by_hand():

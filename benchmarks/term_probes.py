@@ -55,7 +55,8 @@ The device memory is the catalog's capacity; the runtime reads NVML's total, whi
 lower, so the estimate here is at most that much more generous.
 
 Writes validation/term_probes.json (per probe: held-out and fit MAPE, per family, the fitted
-parameters, the never-fitted rows' MAPE overall and per (model, chip); the engine limits per row).
+parameters, each held-out and never-fitted row's error, the never-fitted rows' MAPE overall and per
+(model, chip); the engine limits per row).
 
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
@@ -80,7 +81,6 @@ from typing import Any
 import numpy as np
 
 from codesign import validate as V
-from codesign.instance import BYTES_PER_ELEMENT
 from codesign.jsonio import write_json_atomic
 
 OUT = V.REPO_ROOT / "validation" / "term_probes.json"
@@ -118,51 +118,20 @@ def _fp8_compute(row: V.Row, t: V.RowTerms) -> None:
         t.decode["compute"] *= 1.15
 
 
-def _plain_tp(row: V.Row, probe: str) -> None:
-    """The byte probes re-derive the schedule's plain-TP terms; attention DP splits them otherwise
-    (model.md §4.8), and no fitted or never-fitted row of these probes uses it."""
-    if row.attention_dp_on:
-        raise SystemExit(f"probe {probe}: row {row.id} runs attention DP, which this probe does not model")
-
-
-def _kv_bytes(row: V.Row, sequences: float) -> float:
-    """KV-cache bytes one decode step of ``row`` reads and writes per device (the model's
-    ``step_costs`` at the mean context ISL + OSL/2, over the stage's layers and the KV shards, as
-    ``schedule`` charges them without attention DP)."""
-    from codesign.model.schedule import kv_shards
-    from codesign.model.workload import load_workload, step_costs
-
-    _plain_tp(row, "kv-read")
-    w = load_workload(row.model)
-    c = step_costs(w, batch=sequences, new_tokens=1.0, context=row.isl + row.osl / 2.0,
-                   weight_bytes_per_param=1.0, kv_bytes_per_element=BYTES_PER_ELEMENT[row.kv_cache_precision])
-    frac = math.ceil(w.num_layers / row.pp) / w.num_layers
-    return (float(c.bytes_kv_read) + float(c.bytes_kv_write)) * frac / float(kv_shards(w, np.array([row.tp]))[0])
-
-
 def _kv_read(factor: float) -> Callable[[V.Row, V.RowTerms], None]:
+    """The decode step's KV-cache bytes per device (the schedule's own, ``RowTerms.evaluated``) x factor."""
     def change(row: V.Row, t: V.RowTerms) -> None:
-        kv = _kv_bytes(row, t.decode["sequences"])
+        kv = t.evaluated["decode_step.bytes_kv_local"]
         t.decode["memory_local"] += (factor - 1.0) * kv / (t.decode["memory_peak_GBps"] * 1e9)
 
     return change
 
 
 def _weights_term(row: V.Row, t: V.RowTerms) -> None:
-    """Add each step's weight bytes per device, at the peak bandwidth (term ``weights``, part of
-    ``memory_local``), for the ``gemm-roofline`` form."""
-    from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
-
-    _plain_tp(row, "gemm-roofline")
-    w = load_workload(row.model)
-    wb = BYTES_PER_ELEMENT[row.precision]
-    frac = math.ceil(w.num_layers / row.pp) / w.num_layers
+    """Add each step's local weight bytes per device (the schedule's own), at the peak bandwidth
+    (term ``weights``, part of ``memory_local``), for the ``gemm-roofline`` form."""
     for name, phase in (("prefill", t.prefill), ("decode", t.decode)):
-        c = step_costs(w, batch=phase["sequences"], new_tokens=float(row.isl) if name == "prefill" else 1.0,
-                       context=0.0 if name == "prefill" else row.isl + row.osl / 2.0, weight_bytes_per_param=wb,
-                       kv_bytes_per_element=1.0, embedding_bytes_per_param=embedding_bytes_per_param(wb))
-        head = float(c.bytes_w_embed_head)
-        phase["weights"] = ((float(c.bytes_weights) - head) * frac + head) / row.tp / (phase["memory_peak_GBps"] * 1e9)
+        phase["weights"] = t.evaluated[f"{name}_step.bytes_weights_local"] / (phase["memory_peak_GBps"] * 1e9)
 
 
 def _gemm_roofline(base: Callable[[dict[str, Any], dict[str, Any]], Any]) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
@@ -179,9 +148,18 @@ def _gemm_roofline(base: Callable[[dict[str, Any], dict[str, Any]], Any]) -> Cal
     return step_time
 
 
-HOPPER = ("h100-sxm", "h200-sxm")
-#: the A100 SXM family's shipped runtime reserve (instances/catalog/calibration.toml), for ``reserve-pcie-as-sxm``
-A100_SXM_RESERVE_GiB = 2.25
+def _hopper(row: V.Row) -> bool:
+    """The row's chip is of the hopper calibration family (the catalog's ``family``: H100, H200)."""
+    return V.family_of(row.gpu) == "hopper"
+
+
+def _a100_sxm_reserve_GiB() -> float:
+    """The A100 SXM family's shipped runtime reserve (calibration.toml), for ``reserve-pcie-as-sxm``."""
+    from codesign.model.hardware import calibration_for
+
+    return calibration_for("a100-sxm-80gb").runtime_reserve_GiB
+
+
 #: the reserve every rank holds whatever the TP degree in ``reserve-over-tp`` (GiB)
 RESERVE_R0_GiB = 1.0
 
@@ -263,10 +241,10 @@ PROBES: dict[str, Callable[[V.Row, V.RowTerms], None] | None] = {
 FORM_PROBES: dict[str, Probe] = {
     "gemm-roofline": Probe(gemm_roofline=True),
     "reserve-over-tp": Probe(reserve=_reserve_over_tp(lambda r: True)),
-    "reserve-over-tp-hopper": Probe(reserve=_reserve_over_tp(lambda r: r.gpu in HOPPER)),
+    "reserve-over-tp-hopper": Probe(reserve=_reserve_over_tp(_hopper)),
     # the A100 PCIe card is the A100 SXM's die and 80 GB under the same engine: its reserve held at
     # the SXM family's shipped 2.25 GiB instead of fitted (its own fit puts it at 6.75)
-    "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: A100_SXM_RESERVE_GiB if row.gpu == "a100-pcie-80gb" else r),
+    "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: _a100_sxm_reserve_GiB() if row.gpu == "a100-pcie-80gb" else r),
 }
 
 
@@ -303,12 +281,13 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
             setattr(V, k, v)
 
 
-def never_fitted_mape(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
+def never_fitted_mape(res: dict[str, Any], errors: dict[str, tuple[V.Row, float]] | None = None,
+                      ) -> tuple[float, dict[str, float]]:
     """MAPE of ``validate.NEVER_FITTED``'s rows, overall and per (model, chip), each row predicted
     with its family's calibration from ``res`` (a fit_calibration result;
-    ``validate.never_fitted_errors``). Call it inside the probe's ``probing`` block, so the rows'
-    terms carry the probe's change."""
-    errors = V.never_fitted_errors(res)
+    ``validate.never_fitted_errors``, or its result ``errors`` if already computed). Call it inside
+    the probe's ``probing`` block, so the rows' terms carry the probe's change."""
+    errors = V.never_fitted_errors(res) if errors is None else errors
     groups: dict[str, list[float]] = {}
     for r, e in errors.values():
         groups.setdefault(r.key(("model", "gpu")), []).append(e)
@@ -325,8 +304,8 @@ def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
     makers: dict[str, Callable[[float], Callable[[V.Row, V.RowTerms], None] | Probe]] = {
         "moe-compute-": _moe_compute,
         "kv-read-": _kv_read,
-        "reserve-16bit-": lambda g: Probe(reserve=_reserve_less(g, lambda r: r.gpu in HOPPER and r.precision in ("fp16", "bf16"))),
-        "reserve-tp2-": lambda g: Probe(reserve=_reserve_less(g, lambda r: r.gpu in HOPPER and r.tp >= 2)),
+        "reserve-16bit-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.precision in ("fp16", "bf16"))),
+        "reserve-tp2-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.tp >= 2)),
     }
     for prefix, make in makers.items():
         if name.startswith(prefix):
@@ -342,7 +321,12 @@ def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
     start = time.perf_counter()
     with probing(probe(name)):
         res = V.fit_calibration(csv, split, pooled=False)
-        other, other_groups = never_fitted_mape(res)
+        unseen = V.never_fitted_errors(res)
+        other, other_groups = never_fitted_mape(res, unseen)
+        # each held-out row's error at the probe's calibration (the fit's own re-composition)
+        labels = V.read_split(split)
+        held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, path=csv).items())
+                if labels.get(i) == "held-out"}
     n_held = sum(r["n_held_out"] for r in res.values())
     n_fit = sum(r["n_fit"] for r in res.values())
     return {
@@ -350,6 +334,8 @@ def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
         "fit_mape_pct": sum(r["fit_mape_pct"] * r["n_fit"] for r in res.values()) / n_fit,
         "never_fitted_mape_pct": other,
         "never_fitted_groups_mape_pct": other_groups,
+        "held_out_row_errors_pct": held,
+        "never_fitted_row_errors_pct": {i: round(e, 3) for i, (_, e) in sorted(unseen.items())},
         "families": {f: {"fit_mape_pct": r["fit_mape_pct"], "held_out_mape_pct": r["held_out_mape_pct"],
                          "params": r["params"]} for f, r in res.items()},
         "seconds": time.perf_counter() - start,

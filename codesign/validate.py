@@ -740,7 +740,9 @@ class RowTerms:
     metric: str
     prefill: dict[str, float]
     decode: dict[str, float]
-    evaluated: dict[str, float]  # the evaluation's own metrics at the calibration it ran with
+    #: the evaluation's own metrics at the calibration it ran with, and each step's local weight and
+    #: KV-cache bytes per device (``<phase>_step.bytes_weights_local``, ``..._kv_local``)
+    evaluated: dict[str, float]
 
 
 def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
@@ -781,7 +783,9 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
             "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.21a)
             "sequences": float(m[f"{ph}_step.sequences"]),
         }
-    evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s")}
+    evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s",
+                                          *(f"{ph}_step.bytes_{part}_local" for ph in ("prefill", "decode")
+                                            for part in ("weights", "kv")))}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
                     phases["prefill"], phases["decode"], evaluated)
 

@@ -267,10 +267,15 @@ def test_kv_read_probe_scales_the_decode_kv_bytes_by_hand():
     assert t.decode["memory_local"] - ref.decode["memory_local"] == pytest.approx(0.2 * kv / 3350e9, rel=1e-12, abs=0)
     assert t.prefill == ref.prefill
     assert {k: v for k, v in t.decode.items() if k != "memory_local"} == {k: v for k, v in ref.decode.items() if k != "memory_local"}
-    # three stages of TP 4 (12 GPUs): the slowest stage holds ceil(80 / 3) = 27 of the 80 layers,
-    # each GPU 1/4 of the KV heads: 27/80 x 8 x 1,501 x 327,680 B / 4 = 331,997,184 B per GPU
-    assert term_probes._kv_bytes(V.Row("k3", "llama-3.1-70b", "h100-sxm", 12, 4, 3, 1, 1, "fp16", 1000, 1000, 8,
-                                       "output_tokens_per_s", 1.0), 8.0) == pytest.approx(331_997_184, rel=1e-12, abs=0)
+    # three stages of TP 4 (12 GPUs): a stage step carries 8/3 sequences over the slowest stage's
+    # ceil(80 / 3) = 27 of the 80 layers, each GPU 1/4 of the KV heads:
+    # 27/80 x 8/3 x 1,501 x 327,680 B / 4 = 110,665,728 B per GPU
+    r3 = V.Row("k3", "llama-3.1-70b", "h100-sxm", 12, 4, 3, 1, 1, "fp16", 1000, 1000, 8, "output_tokens_per_s", 1.0)
+    ref3 = V.row_terms(r3, 8)
+    assert ref3.evaluated["decode_step.bytes_kv_local"] == pytest.approx(110_665_728, rel=1e-12, abs=0)
+    with term_probes.probing(term_probes.probe("kv-read-1.2")):
+        t3 = V.row_terms(r3, 8)
+    assert t3.decode["memory_local"] - ref3.decode["memory_local"] == pytest.approx(0.2 * 110_665_728 / 3350e9, rel=1e-12, abs=0)
 
 
 def test_gemm_roofline_hides_the_weights_under_the_compute_and_is_undone():

@@ -513,7 +513,6 @@ def math_format(table: dict[str, float], prec: str, where: str) -> str:
     raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
 
 
-
 def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e, in_switch=False) -> None:
     eff = cal.network_efficiency
     _reduction(t, in_switch)

@@ -43,6 +43,12 @@ Three more kinds (VALIDATION.md §6.7), also re-fitting every family:
   These ask whether the open §5.3 reserve (H100 FP8 at TP 1 implies 7.5-8.6 GiB, FP16 at TP 2
   4.0-4.7 GiB) is one of TP or of precision.
 
+And (VALIDATION.md §6.8): ``replicated-activations-<factor>`` scales the activation bytes every
+TP rank moves whole (eq. 2.15j: 20 h per layer, 4 h per step, the MoE permutation; the schedule's
+own per-device bytes, ``<phase>_step.bytes_act_replicated_local``) in both steps,
+``prefill-replicated-activations-<factor>`` in the prefill step only: the one term of a prefill
+that does not shrink with TP, which a fused engine moves less of.
+
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
 ``finetune_setting`` in ``tensorrt_llm/bench/build/tuning.py``: engine bytes = parameters x bytes per
@@ -61,7 +67,8 @@ parameters, each held-out and never-fitted row's error, the never-fitted rows' M
     python benchmarks/term_probes.py [--csv ../shared/validation/measurements.csv] [--probes a,b]
 
 ``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5),
-``kv-read-<factor>``, ``reserve-16bit-<GiB>`` and ``reserve-tp2-<GiB>``. The default runs the six
+``kv-read-<factor>``, ``replicated-activations-<factor>``, ``prefill-replicated-activations-<factor>``,
+``reserve-16bit-<GiB>`` and ``reserve-tp2-<GiB>``. The default runs the six
 term probes of §6.5 and the engine limits (about 9 minutes: one full re-fit per probe and one of
 the model, about a minute each); §6.7's probes are named on the command line (§9).
 """
@@ -123,6 +130,18 @@ def _kv_read(factor: float) -> Callable[[V.Row, V.RowTerms], None]:
     def change(row: V.Row, t: V.RowTerms) -> None:
         kv = t.evaluated["decode_step.bytes_kv_local"]
         t.decode["memory_local"] += (factor - 1.0) * kv / (t.decode["memory_peak_GBps"] * 1e9)
+
+    return change
+
+
+def _replicated_activations(factor: float, phases: tuple[str, ...]) -> Callable[[V.Row, V.RowTerms], None]:
+    """The named steps' activation bytes that every TP rank moves whole (the schedule's own,
+    ``RowTerms.evaluated``: eq. 2.15j's 20 h per layer and the MoE permutation, per device) x factor."""
+    def change(row: V.Row, t: V.RowTerms) -> None:
+        for name in phases:
+            phase = getattr(t, name)
+            rep = t.evaluated[f"{name}_step.bytes_act_replicated_local"]
+            phase["memory_local"] += (factor - 1.0) * rep / (phase["memory_peak_GBps"] * 1e9)
 
     return change
 
@@ -304,6 +323,8 @@ def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
     makers: dict[str, Callable[[float], Callable[[V.Row, V.RowTerms], None] | Probe]] = {
         "moe-compute-": _moe_compute,
         "kv-read-": _kv_read,
+        "replicated-activations-": lambda f: _replicated_activations(f, ("prefill", "decode")),
+        "prefill-replicated-activations-": lambda f: _replicated_activations(f, ("prefill",)),
         "reserve-16bit-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.precision in ("fp16", "bf16"))),
         "reserve-tp2-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.tp >= 2)),
     }
@@ -348,7 +369,8 @@ def main() -> None:
     ap.add_argument("--split", default=str(V.DEFAULT_SPLIT))
     ap.add_argument("--probes", default=",".join([*PROBES, "engine-limits"]),
                     help="comma-separated: " + ", ".join([*PROBES, "engine-limits", *FORM_PROBES])
-                    + ", moe-compute-<factor>, kv-read-<factor>, reserve-16bit-<GiB>, reserve-tp2-<GiB>")
+                    + ", moe-compute-<factor>, kv-read-<factor>, replicated-activations-<factor>, "
+                    "prefill-replicated-activations-<factor>, reserve-16bit-<GiB>, reserve-tp2-<GiB>")
     args = ap.parse_args()
     names = [p for p in args.probes.split(",") if p]
     for name in names:

@@ -785,7 +785,7 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s",
                                           *(f"{ph}_step.bytes_{part}_local" for ph in ("prefill", "decode")
-                                            for part in ("weights", "kv")))}
+                                            for part in ("weights", "kv", "act_replicated")))}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
                     phases["prefill"], phases["decode"], evaluated)
 

@@ -301,3 +301,98 @@ def test_gemm_roofline_hides_the_weights_under_the_compute_and_is_undone():
     assert t.decode["weights"] == pytest.approx(decode_B / 3350e9, rel=1e-12, abs=0)
     assert t.prefill["weights"] == pytest.approx((decode_B + 7992 * 8192 * 2 // 8) / 3350e9, rel=1e-12, abs=0)
     assert 0 < t.decode["weights"] < t.decode["memory_local"]
+
+
+def test_replicated_activation_probes_remove_the_whole_tensor_traffic_by_hand():
+    """``replicated-activations-0``: Llama 70B FP16 at TP 8 moves 20 h per layer and 4 h per step
+    whole on every rank: (20 x 80 + 4) x 8,192 = 13,139,968 elements, 26,279,936 B per token. At 8
+    sequences the decode step carries 210,239,488 B of it per GPU, the prefill (1,000 tokens each)
+    210,239,488,000 B; the probe takes them off the local-memory stream at the H100's 3,350 GB/s;
+    the prefill-only probe leaves the decode step alone. Restored on exit."""
+    r = row("a", "h100-sxm", 8)
+    ref = V.row_terms(r, 8)
+    per_token = (20 * 80 + 4) * 8192 * 2
+    assert per_token == 26_279_936
+    assert ref.evaluated["decode_step.bytes_act_replicated_local"] == pytest.approx(8 * per_token, rel=1e-12, abs=0)
+    assert ref.evaluated["prefill_step.bytes_act_replicated_local"] == pytest.approx(8_000 * per_token, rel=1e-12, abs=0)
+    original = V.row_terms
+    with term_probes.probing(term_probes.probe("replicated-activations-0")):
+        t = V.row_terms(r, 8)
+    with term_probes.probing(term_probes.probe("prefill-replicated-activations-0.5")):
+        half = V.row_terms(r, 8)
+    assert V.row_terms is original
+    assert ref.decode["memory_local"] - t.decode["memory_local"] == pytest.approx(210_239_488 / 3350e9, rel=1e-9)
+    assert ref.prefill["memory_local"] - t.prefill["memory_local"] == pytest.approx(210_239_488_000 / 3350e9, rel=1e-9)
+    assert ref.prefill["memory_local"] - half.prefill["memory_local"] == pytest.approx(0.5 * 210_239_488_000 / 3350e9,
+                                                                                       rel=1e-9)
+    assert half.decode == ref.decode
+
+
+tp_scaling = _load("tp_scaling")
+fit_objectives = _load("fit_objectives")
+
+
+def test_tp_scaling_growth_of_the_cost_per_gpu_by_hand():
+    """4 GPUs at 1,000 tokens/s cost 4 ms of GPU time per output token; 8 at 1,600, 5 ms: +25 %.
+    A scenario needs two TP degrees a factor 2 apart; PP, multi-node and fixed-concurrency rows are
+    left out; ISL 2,048 / OSL 128 is prefill-heavy, 128 / 2,048 is not."""
+    assert tp_scaling.gpu_seconds_per_token(1000.0, 4) == 0.004
+    assert tp_scaling.growths({4: 0.004, 8: 0.005}) == pytest.approx({"4->8": 0.25}, rel=1e-12)
+    assert tp_scaling.growths({2: 1.0, 8: 2.0}) == {}
+
+    def rep(rid, tp, measured, predicted, *, isl=2048, osl=128, pp=1, gpus=None, conc=None):
+        return {"id": rid, "model": "llama-3.1-70b", "gpu": "h100-sxm", "precision": "fp8", "isl": isl, "osl": osl,
+                "tp": tp, "pp": pp, "num_gpus": gpus or tp * pp, "metric": "output_tokens_per_s", "concurrency": conc,
+                "measured": measured, "predicted": predicted, "batch": 100}
+
+    got = tp_scaling.scenarios([rep("a", 4, 1000.0, 1100.0), rep("b", 8, 1600.0, 1600.0),
+                                rep("c", 2, 900.0, 900.0, pp=2), rep("d", 2, 500.0, 500.0, conc=8),
+                                rep("e", 4, 800.0, 800.0, isl=128, osl=2048)])
+    key = ("llama-3.1-70b", "h100-sxm", "fp8", 2048, 128)
+    assert list(got) == [key]  # 128/2048 has one TP degree; the PP and concurrency rows are not counted
+    s = got[key]
+    assert s["prefill_heavy"] and s["family"] == "hopper"
+    assert s["growth_measured"] == pytest.approx({"4->8": 0.25}, rel=1e-12)
+    # predicted: 4 / 1,100 -> 8 / 1,600 s per token: 5.5 / 5 - 1 = +37.5 %
+    assert s["growth_predicted"] == pytest.approx({"4->8": 0.375}, rel=1e-12)
+    med = tp_scaling.medians(got)
+    assert med["llama-3.1-70b|hopper|4->8"]["n"] == 1
+
+
+def test_prefill_overhead_of_a_row_is_the_models_where_the_prediction_is_exact():
+    """Where predicted = measured the measured overhead equals the modelled one; where the model is
+    twice too fast, the measured prefill is 2 x (prefill + decode) - decode."""
+    r = row("o", "h100-sxm", 8)
+    t = V.row_terms(r, 8)
+    cal = calibration_for("h100-sxm").model_dump()
+    pre = float(V.step_time(t.prefill, cal))
+    dec = 999 * float(V.step_time(t.decode, cal))
+    comp = float(t.prefill["compute"] / cal["compute_efficiency"])
+    model_us, measured_us = tp_scaling.prefill_overhead_us(r, {"batch": 8, "predicted": 5.0, "measured": 5.0})
+    assert model_us == pytest.approx(1e6 * (pre - comp) / 8000, rel=1e-12)
+    assert measured_us == pytest.approx(model_us, rel=1e-9)
+    _, fast = tp_scaling.prefill_overhead_us(r, {"batch": 8, "predicted": 10.0, "measured": 5.0})
+    assert fast == pytest.approx(1e6 * (2 * (pre + dec) - dec - comp) / 8000, rel=1e-9)
+
+
+def test_fit_objectives_by_hand_and_the_fit_restored():
+    """Errors +10 % and +100 %: MAPE 55, capped at 25 (10 + 25) / 2 = 17.5, log |ln 1.1| + |ln 2|
+    over 2 = 39.42 points. ``held-engine-fields`` holds the overlap and the per-layer overhead at
+    0; the patched fit is undone on exit; an unknown name or a cap of 0 is refused."""
+    import numpy as np
+
+    p, m = np.array([1.1, 2.0]), np.array([1.0, 1.0])
+    assert fit_objectives.objective("mape")(p, m) == pytest.approx(55.0, rel=1e-12)
+    assert fit_objectives.objective("capped-25")(p, m) == pytest.approx(17.5, rel=1e-12)
+    assert fit_objectives.objective("log")(p, m) == pytest.approx(50 * (0.09531017980432493 + 0.6931471805599453),
+                                                                   rel=1e-12)
+    original = V.fit_stack
+    with fit_objectives.fitting_with("held-engine-fields") as variant:
+        assert variant.fixed_values == {"stream_overlap": 0.0, "layer_overhead_us": 0.0}
+        assert V.fit_stack is not original
+    with fit_objectives.fitting_with("mape") as variant:
+        assert variant is V.MODEL and V.fit_stack is original
+    assert V.fit_stack is original
+    for bad in ("median", "capped-0"):
+        with pytest.raises(ValueError):
+            fit_objectives.objective(bad)

@@ -411,8 +411,9 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
             for p in f.products:
                 m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
             m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
-            # the step's counts and two parts of its local bytes per device (not times)
-            for count in ("layers", "collective_steps", "sequences", "bytes_weights_local", "bytes_kv_local"):
+            # the step's counts and three parts of its local bytes per device (not times)
+            for count in ("layers", "collective_steps", "sequences", "bytes_weights_local", "bytes_kv_local",
+                          "bytes_act_replicated_local"):
                 m[f"{phase}_step.{count}"] = float(st.features[f"{phase}.{count}"][0])
             flops = st.features[f"{phase}.model_flops"][0]
             peak = row[f"peak_flops@{w.precision}"] * inst.system.devices / st.features["dp"][0] / st.features["pp"][0]

@@ -224,9 +224,10 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b + logits_b
-        # two parts of it, reported (evaluate's step breakdown), not costed apart
+        # three parts of it, reported (evaluate's step breakdown), not costed apart
         f[f"{phase}.bytes_weights_local"] = weights_b * w_local
         f[f"{phase}.bytes_kv_local"] = kv_b * kv_local
+        f[f"{phase}.bytes_act_replicated_local"] = act_rep * frac
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
         others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
         f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up

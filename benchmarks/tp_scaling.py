@@ -14,6 +14,9 @@ at the shipped calibration less its compute stream, per prompt token, and the sa
 measured throughput, all of the row's error put on the prefill (the decode steps as modelled,
 the compute at the fitted efficiency): the time of the collectives, of the activations every rank
 moves, of the KV writes and of the step's one read of the weights, measured against modelled.
+(Where a family's fitted stream overlap is above 0, ampere 0.29 and ada 1, part of that memory
+time runs under the GEMMs, so "beyond its GEMMs" is the step less its compute stream, not a sum of
+the other streams.)
 
 Writes validation/tp_scaling.json (per scenario: c(n) measured and predicted, the growths, the
 overhead per prompt token; per (model, chip family, TP step): the median growth of the
@@ -51,16 +54,24 @@ def growths(costs: dict[int, float]) -> dict[str, float]:
     return {f"{n}->{2 * n}": costs[2 * n] / costs[n] - 1.0 for n in sorted(costs) if 2 * n in costs}
 
 
-def scenarios(rows: Iterable[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+def counted(r: dict[str, Any], attention_dp_ids: frozenset[str] = frozenset()) -> bool:
+    """Whether a report row enters the comparison: offline output throughput, PP 1, all its devices
+    in the TP group (no data parallelism), not attention DP (``attention_dp_ids``), and a positive
+    measurement and prediction (a row that does not fit in memory is predicted 0)."""
+    return (r["metric"] == "output_tokens_per_s" and r.get("concurrency") is None and r["pp"] == 1
+            and r["num_gpus"] == r["tp"] and r["id"] not in attention_dp_ids
+            and r["measured"] > 0 and r["predicted"] > 0)
+
+
+def scenarios(rows: Iterable[dict[str, Any]], attention_dp_ids: frozenset[str] = frozenset(),
+              ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Per (model, gpu, precision, ISL, OSL): c(n) measured and predicted at each TP degree of the
-    report ``rows`` (``ValidationReport.rows``: single-node layouts, PP 1, no attention DP,
-    offline output throughput), and their growths; only scenarios with two TP degrees a factor 2 apart."""
+    report ``rows`` (``ValidationReport.rows``) that are ``counted``, and their growths; only
+    scenarios with two TP degrees a factor 2 apart."""
     by: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
-        if (r["metric"] != "output_tokens_per_s" or r.get("concurrency") is not None or r["pp"] != 1
-                or r["num_gpus"] != r["tp"] or r.get("attention_dp", 1) not in (1, None)):
-            continue
-        by[(r["model"], r["gpu"], r["precision"], r["isl"], r["osl"])][r["tp"]] = r
+        if counted(r, attention_dp_ids):
+            by[(r["model"], r["gpu"], r["precision"], r["isl"], r["osl"])][r["tp"]] = r
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key, at in sorted(by.items()):
         measured = {n: gpu_seconds_per_token(r["measured"], n) for n, r in at.items()}
@@ -102,10 +113,12 @@ def overheads(rows: list[V.Row], report_rows: list[dict[str, Any]],
     """Adds ``prefill_overhead_us`` per TP degree (modelled, measured) to each prefill-heavy
     scenario of ``scen`` (in place) and returns per "model|family|tp" their medians."""
     by_id = {r["id"]: r for r in report_rows}
+    no_adp = frozenset(r.id for r in rows if r.attention_dp_on)
     acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"model": [], "measured": []})
     for row in rows:
         key = (row.model, row.gpu, row.precision, row.isl, row.osl)
-        if key not in scen or not scen[key]["prefill_heavy"] or row.id not in by_id or row.num_gpus != row.tp:
+        if (key not in scen or not scen[key]["prefill_heavy"] or row.id not in by_id
+                or not counted(by_id[row.id], no_adp)):
             continue
         model_us, measured_us = prefill_overhead_us(row, by_id[row.id])
         scen[key].setdefault("prefill_overhead_us", {})[str(row.tp)] = {"model": model_us, "measured": measured_us}
@@ -137,9 +150,9 @@ def main() -> None:
     ap.add_argument("--split", default=str(V.DEFAULT_SPLIT))
     args = ap.parse_args()
     report = V.run_validation(args.csv, split_file=args.split)
-    scen = scenarios(report.rows)
-    summary = medians(scen)
     rows, _ = V.read_rows(args.csv)
+    scen = scenarios(report.rows, frozenset(r.id for r in rows if r.attention_dp_on))
+    summary = medians(scen)
     over = overheads(rows, report.rows, scen)
     print(f"{'model|family|TP step':40s} {'n':>3s}  growth of a GPU's cost per output token, prefill-heavy:"
           " measured / model (median)")

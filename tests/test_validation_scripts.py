@@ -357,6 +357,16 @@ def test_tp_scaling_growth_of_the_cost_per_gpu_by_hand():
     assert s["growth_predicted"] == pytest.approx({"4->8": 0.375}, rel=1e-12)
     med = tp_scaling.medians(got)
     assert med["llama-3.1-70b|hopper|4->8"]["n"] == 1
+    # 128/2048 at two TP degrees is a scenario, not a prefill-heavy one; an attention-DP row, a row
+    # predicted 0 (does not fit) and a row with data parallelism are not counted
+    more = tp_scaling.scenarios([rep("e", 4, 800.0, 800.0, isl=128, osl=2048), rep("f", 8, 1200.0, 1000.0, isl=128, osl=2048),
+                                 rep("g", 2, 300.0, 300.0), rep("h", 4, 1000.0, 1000.0, isl=500, osl=2000),
+                                 rep("i", 8, 1000.0, 0.0, isl=500, osl=2000), rep("j", 4, 900.0, 900.0, isl=5000, osl=500),
+                                 rep("k", 4, 900.0, 900.0, isl=5000, osl=500, gpus=8)],
+                                attention_dp_ids=frozenset({"g"}))
+    assert list(more) == [("llama-3.1-70b", "h100-sxm", "fp8", 128, 2048)]
+    assert not more[("llama-3.1-70b", "h100-sxm", "fp8", 128, 2048)]["prefill_heavy"]
+    assert tp_scaling.medians(more) == {}
 
 
 def test_prefill_overhead_of_a_row_is_the_models_where_the_prediction_is_exact():
@@ -396,3 +406,31 @@ def test_fit_objectives_by_hand_and_the_fit_restored():
     for bad in ("median", "capped-0"):
         with pytest.raises(ValueError):
             fit_objectives.objective(bad)
+
+
+def test_a_fit_under_another_objective_minimises_it_and_keeps_the_stacks_terms():
+    """A stack whose first row is predicted at 2 x the compute efficiency and whose second is 200 %
+    off whatever the calibration: the capped objective's minimum is at efficiency 0.5, (0 + 25) / 2
+    = 12.5 points, which the patched fit returns (the stack's own MAPE there is 100); the wrapper
+    hands the fit the stack's terms (``fits``) and the held-out figure stays the stack's MAPE."""
+    import numpy as np
+
+    class Stack:
+        rows = (row("s1", "h100-sxm", 1), row("s2", "h100-sxm", 1))
+        measured = np.array([1.0, 1.0])
+        fits = np.array([True, True])
+
+        def predict(self, cal, how=V.MODEL):
+            return np.array([2.0 * cal["compute_efficiency"], 3.0])
+
+        def mape(self, cal, how=V.MODEL):
+            return float(np.mean(np.abs(self.predict(cal, how) / self.measured - 1.0)) * 100.0)
+
+    base = calibration_for("h100-sxm").model_dump()
+    stack = Stack()
+    with fit_objectives.fitting_with("capped-25") as variant:
+        cal, value = V.fit_stack(stack, base, variant)
+        assert fit_objectives._Objective(stack, fit_objectives.objective("capped-25")).fits is stack.fits
+    assert value == pytest.approx(12.5, abs=1e-6)
+    assert cal["compute_efficiency"] == pytest.approx(0.5, abs=1e-4)
+    assert stack.mape(cal) == pytest.approx(100.0, abs=1e-4)

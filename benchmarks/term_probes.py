@@ -46,8 +46,11 @@ Three more kinds (VALIDATION.md §6.7), also re-fitting every family:
 And (VALIDATION.md §6.8): ``replicated-activations-<factor>`` scales the activation bytes every
 TP rank moves whole (eq. 2.15j: 20 h per layer, 4 h per step, the MoE permutation; the schedule's
 own per-device bytes, ``<phase>_step.bytes_act_replicated_local``) in both steps,
-``prefill-replicated-activations-<factor>`` in the prefill step only: the one term of a prefill
-that does not shrink with TP, which a fused engine moves less of.
+``prefill-replicated-activations-<factor>`` in the prefill step only (the one term of a prefill
+that does not shrink with TP, which a fused engine moves less of),
+``decode-replicated-activations-<factor>`` in the decode step only; ``replicated-activations-in-l2``
+takes them off a step whose hidden-size tensor (tokens x hidden x 2 B) fits in half the chip's L2
+(``sram_MiB``): read back from cache by the next kernel instead of DRAM.
 
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
@@ -68,6 +71,7 @@ parameters, each held-out and never-fitted row's error, the never-fitted rows' M
 
 ``--probes`` also takes ``moe-compute-<factor>`` for any factor (the scan of VALIDATION.md §6.5),
 ``kv-read-<factor>``, ``replicated-activations-<factor>``, ``prefill-replicated-activations-<factor>``,
+``decode-replicated-activations-<factor>``,
 ``reserve-16bit-<GiB>`` and ``reserve-tp2-<GiB>``. The default runs the six
 term probes of §6.5 and the engine limits (about 9 minutes: one full re-fit per probe and one of
 the model, about a minute each); §6.7's probes are named on the command line (§9).
@@ -144,6 +148,29 @@ def _replicated_activations(factor: float, phases: tuple[str, ...]) -> Callable[
             phase["memory_local"] += (factor - 1.0) * rep / (phase["memory_peak_GBps"] * 1e9)
 
     return change
+
+
+#: of the L2, the largest hidden-size tensor that ``replicated-activations-in-l2`` keeps on chip
+L2_SHARE = 0.5
+
+
+def _replicated_activations_in_l2(row: V.Row, t: V.RowTerms) -> None:
+    """The whole-tensor activations of a step off DRAM where one hidden-size tensor of the step's
+    tokens (tokens x hidden x 2 B, whole on every rank) fits in L2_SHARE of the chip's L2
+    (``sram_MiB``): a kernel's output read by the next kernel from cache. Rows of one pipeline stage
+    only (the tokens of a stage step are the batch, or the batch x ISL in the prefill)."""
+    from codesign import catalog
+    from codesign.model.workload import load_workload
+
+    if row.pp != 1:
+        raise ValueError(f"row {row.id}: replicated-activations-in-l2 takes PP 1 rows only")
+    hidden = load_workload(row.model).hidden_size
+    l2_B = catalog.load_chip(row.gpu).sram_MiB * 2**20
+    for name, tokens in (("prefill", t.batch * row.isl), ("decode", t.batch)):
+        if tokens * hidden * 2.0 <= L2_SHARE * l2_B:
+            phase = getattr(t, name)
+            rep = t.evaluated[f"{name}_step.bytes_act_replicated_local"]
+            phase["memory_local"] -= rep / (phase["memory_peak_GBps"] * 1e9)
 
 
 def _weights_term(row: V.Row, t: V.RowTerms) -> None:
@@ -264,6 +291,8 @@ FORM_PROBES: dict[str, Probe] = {
     # the A100 PCIe card is the A100 SXM's die and 80 GB under the same engine: its reserve held at
     # the SXM family's shipped 2.25 GiB instead of fitted (its own fit puts it at 6.75)
     "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: _a100_sxm_reserve_GiB() if row.gpu == "a100-pcie-80gb" else r),
+    # §6.8: a step's whole-tensor activations kept in L2 where they fit (a term change, run by name)
+    "replicated-activations-in-l2": Probe(terms=_replicated_activations_in_l2),
 }
 
 
@@ -325,6 +354,7 @@ def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
         "kv-read-": _kv_read,
         "replicated-activations-": lambda f: _replicated_activations(f, ("prefill", "decode")),
         "prefill-replicated-activations-": lambda f: _replicated_activations(f, ("prefill",)),
+        "decode-replicated-activations-": lambda f: _replicated_activations(f, ("decode",)),
         "reserve-16bit-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.precision in ("fp16", "bf16"))),
         "reserve-tp2-": lambda g: Probe(reserve=_reserve_less(g, lambda r: _hopper(r) and r.tp >= 2)),
     }
@@ -370,7 +400,8 @@ def main() -> None:
     ap.add_argument("--probes", default=",".join([*PROBES, "engine-limits"]),
                     help="comma-separated: " + ", ".join([*PROBES, "engine-limits", *FORM_PROBES])
                     + ", moe-compute-<factor>, kv-read-<factor>, replicated-activations-<factor>, "
-                    "prefill-replicated-activations-<factor>, reserve-16bit-<GiB>, reserve-tp2-<GiB>")
+                    "prefill-replicated-activations-<factor>, decode-replicated-activations-<factor>, "
+                    "reserve-16bit-<GiB>, reserve-tp2-<GiB>")
     args = ap.parse_args()
     names = [p for p in args.probes.split(",") if p]
     for name in names:

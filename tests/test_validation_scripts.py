@@ -434,3 +434,25 @@ def test_a_fit_under_another_objective_minimises_it_and_keeps_the_stacks_terms()
     assert value == pytest.approx(12.5, abs=1e-6)
     assert cal["compute_efficiency"] == pytest.approx(0.5, abs=1e-4)
     assert stack.mape(cal) == pytest.approx(100.0, abs=1e-4)
+
+
+def test_replicated_activations_in_l2_by_hand():
+    """Half the H100's 50 MiB L2 is 26,214,400 B: exactly 1,600 tokens of Llama 70B's 8,192-wide
+    16-bit hidden state. A decode step of 1,600 sequences keeps its whole-tensor activations in L2
+    (they leave the local-memory stream), one of 1,601 does not; a prefill of 8 x 1,000 tokens
+    (131,072,000 B per tensor) does not either. A row of two pipeline stages is refused."""
+    r = row("l2", "h100-sxm", 8)
+    probe = term_probes.probe("replicated-activations-in-l2")
+    assert 1600 * 8192 * 2 == 26_214_400 == 50 * 2**20 // 2
+    for batch, kept in ((1600, False), (1601, True)):
+        ref = V.row_terms(r, batch)
+        with term_probes.probing(probe):
+            t = V.row_terms(r, batch)
+        rep = ref.evaluated["decode_step.bytes_act_replicated_local"]
+        assert rep == pytest.approx(batch * 26_279_936, rel=1e-12)
+        moved = ref.decode["memory_local"] - t.decode["memory_local"]
+        assert moved == (0.0 if kept else pytest.approx(rep / 3350e9, rel=1e-9))
+        assert t.prefill == ref.prefill
+    pp2 = V.Row("l2p", "llama-3.1-70b", "h100-sxm", 8, 4, 2, 1, 1, "fp16", 1000, 1000, 8, "output_tokens_per_s", 1.0)
+    with term_probes.probing(probe), pytest.raises(ValueError, match="PP 1"):
+        V.row_terms(pp2, 8)

@@ -52,6 +52,13 @@ that does not shrink with TP, which a fused engine moves less of),
 takes them off a step whose hidden-size tensor (tokens x hidden x 2 B) fits in half the chip's L2
 (``sram_MiB``): read back from cache by the next kernel instead of DRAM.
 
+And (VALIDATION.md §6.9), an engine's own limits: ``engine-table-batch`` caps the batch at the
+maximum of trtllm-bench's per-model table (``ENGINE_TABLE``, the release line before the tuning
+heuristic; not the 0.14 release's own), ``engine-table-tokens`` charges the round's iterations
+beyond OSL that the table's tokens per iteration force (each paying the decode step's weights,
+ring steps, layers and link latency), ``engine-table`` both, and ``engine-heuristic-tokens`` the
+same iterations under the heuristic's budget below.
+
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
 ``finetune_setting`` in ``tensorrt_llm/bench/build/tuning.py``: engine bytes = parameters x bytes per
@@ -150,6 +157,70 @@ def _replicated_activations(factor: float, phases: tuple[str, ...]) -> Callable[
     return change
 
 
+#: trtllm-bench's per-model engine table of the release line that still read one
+#: (``tensorrt_llm/bench/build/benchmark_config.yml`` at NVIDIA/TensorRT-LLM@8fcf9fc21589b366c3f79da100e289b78b7d118c):
+#: per TP degree (PP 1), (max_batch_size, max_num_tokens) under "general", overridden for one
+#: max_seq_len (ISL + OSL) where the table has an entry for it. Its models are Llama 3 70B, Llama 3 8B
+#: and Mixtral 8x7B, read here for the catalog's Llama 3.1 70B and 8B (the same shapes; the overview's
+#: Llama 3 and 3.1 70B tables repeat to 1.15 %, VALIDATION.md §5.8) and Mixtral 8x7B. It has no
+#: Mixtral entry at TP 8, which the 0.14 overview measured: the table of that release differs from
+#: this one at least there, and none of its values is known to be that release's.
+ENGINE_TABLE: dict[str, dict[int, dict[int | str, tuple[int, int]]]] = {
+    "llama-3.1-70b": {1: {"general": (2048, 2048)}, 2: {"general": (256, 1024), 4096: (2048, 1024)},
+                      4: {"general": (2048, 1024)}, 8: {"general": (8192, 16384)}},
+    "llama-3.1-8b": {1: {"general": (2048, 8192)}},
+    "mixtral-8x7b": {2: {"general": (2048, 3072)}, 4: {"general": (8192, 8192)}},
+}
+
+
+def engine_table_limits(row: V.Row) -> tuple[int, int] | None:
+    """(max batch, max tokens per iteration) of ``row``'s engine in ENGINE_TABLE, or None (no entry
+    for its model and TP degree, or PP > 1)."""
+    entry = ENGINE_TABLE.get(row.model, {}).get(row.tp) if row.pp == 1 else None
+    if entry is None:
+        return None
+    return entry.get(row.isl + row.osl, entry["general"])
+
+
+def extra_iterations(batch: float, isl: int, osl: int, max_tokens: int) -> float:
+    """Iterations of a round beyond the static round's OSL when no iteration carries more than
+    ``max_tokens`` tokens: the round's batch x (ISL + OSL) tokens need at least that many / max_tokens
+    iterations, and never fewer than OSL (each sequence one token per iteration)."""
+    return max(0.0, batch * (isl + osl) / max_tokens - osl)
+
+
+def _charge_iterations(row: V.Row, t: V.RowTerms, max_tokens: int) -> None:
+    """The round's extra iterations under a token budget of ``max_tokens``, each paying what a step
+    pays once whatever its tokens (the decode step's: its weight reads, its TP collectives' ring
+    steps, its layers' overhead, its links' latency), charged to the prefill step."""
+    if row.pp != 1:
+        raise ValueError(f"row {row.id}: the token-budget probes take PP 1 rows only")
+    extra = extra_iterations(t.batch, row.isl, row.osl, max_tokens)
+    if extra <= 0:
+        return
+    d, p = t.decode, t.prefill
+    p["memory_local"] += extra * t.evaluated["decode_step.bytes_weights_local"] / (d["memory_peak_GBps"] * 1e9)
+    for key in ("collective_steps", "layers", "net_latency"):
+        p[key] += extra * d[key]
+
+
+def _engine_table_iterations(row: V.Row, t: V.RowTerms) -> None:
+    """``_charge_iterations`` under ENGINE_TABLE's token budget (nothing where it has no entry)."""
+    limits = engine_table_limits(row)
+    if limits is not None:
+        _charge_iterations(row, t, limits[1])
+
+
+def _engine_heuristic_iterations(row: V.Row, t: V.RowTerms) -> None:
+    """``_charge_iterations`` under the tuning heuristic's token budget (``engine_limits``)."""
+    _charge_iterations(row, t, engine_limits(row)[2])
+
+
+def _engine_table_batch(row: V.Row) -> int | None:
+    limits = engine_table_limits(row)
+    return None if limits is None else limits[0]
+
+
 #: of the L2, the largest hidden-size tensor that ``replicated-activations-in-l2`` keeps on chip
 L2_SHARE = 0.5
 
@@ -226,6 +297,8 @@ class Probe:
     terms: Callable[[V.Row, V.RowTerms], None] | None = None
     reserve: Callable[[V.Row, float], float] | None = None
     gemm_roofline: bool = False
+    #: the row's largest batch (the engine's maximum), or None where the probe sets none
+    batch_cap: Callable[[V.Row], int | None] | None = None
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -293,6 +366,12 @@ FORM_PROBES: dict[str, Probe] = {
     "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: _a100_sxm_reserve_GiB() if row.gpu == "a100-pcie-80gb" else r),
     # §6.8: a step's whole-tensor activations kept in L2 where they fit (a term change, run by name)
     "replicated-activations-in-l2": Probe(terms=_replicated_activations_in_l2),
+    # §6.9: the engine limits of trtllm-bench's per-model table (ENGINE_TABLE): its maximum batch,
+    # its tokens per iteration (the round's extra iterations paying each step's fixed cost), both
+    "engine-table-batch": Probe(batch_cap=_engine_table_batch),
+    "engine-table-tokens": Probe(terms=_engine_table_iterations),
+    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch),
+    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations),
 }
 
 
@@ -317,7 +396,9 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
     def batch_from(row: V.Row, fp: V.Footprint, mem: dict[str, float] | None, cap: int | None, **kw: Any) -> int:
         if mem is not None and p.reserve is not None:
             mem = {**mem, "runtime_reserve_GiB": p.reserve(row, mem["runtime_reserve_GiB"])}
-        return originals["batch_from"](row, fp, mem, cap, **kw)
+        batch = originals["batch_from"](row, fp, mem, cap, **kw)
+        engine_max = p.batch_cap(row) if p.batch_cap is not None else None
+        return batch if engine_max is None else min(batch, engine_max)
 
     V.row_terms, V.batch_from = row_terms, batch_from
     if p.gemm_roofline:

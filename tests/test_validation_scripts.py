@@ -456,3 +456,59 @@ def test_replicated_activations_in_l2_by_hand():
     pp2 = V.Row("l2p", "llama-3.1-70b", "h100-sxm", 8, 4, 2, 1, 1, "fp16", 1000, 1000, 8, "output_tokens_per_s", 1.0)
     with term_probes.probing(probe), pytest.raises(ValueError, match="PP 1"):
         V.row_terms(pp2, 8)
+
+
+def test_engine_table_limits_and_extra_iterations_by_hand():
+    """The engine table (VALIDATION.md §6.9): Llama 70B at TP 2 has (256, 1,024) in general and
+    (2,048, 1,024) for a 4,096-token sequence (2048/2048); TP 8 (8,192, 16,384); Mixtral has no TP 8
+    entry, and no row of two stages has one. A round of 100 sequences at 2048/128 under 1,024 tokens
+    per iteration needs 100 x 2,176 / 1,024 = 212.5 iterations, 84.5 more than its 128; at 128/2048
+    10 sequences need 21.25, fewer than 2,048: none more."""
+    def r(tp, isl, osl, model="llama-3.1-70b", pp=1):
+        return V.Row("e", model, "h100-sxm", tp * pp, tp, pp, 1, 1, "fp16", isl, osl, None, "output_tokens_per_s", 1.0)
+
+    assert term_probes.engine_table_limits(r(2, 1000, 1000)) == (256, 1024)
+    assert term_probes.engine_table_limits(r(2, 2048, 2048)) == (2048, 1024)
+    assert term_probes.engine_table_limits(r(8, 128, 128)) == (8192, 16384)
+    assert term_probes.engine_table_limits(r(8, 128, 128, "mixtral-8x7b")) is None
+    assert term_probes.engine_table_limits(r(4, 128, 128, pp=2)) is None
+    assert term_probes.extra_iterations(100, 2048, 128, 1024) == pytest.approx(84.5, rel=1e-12)
+    assert term_probes.extra_iterations(10, 128, 2048, 1024) == 0.0
+
+
+def test_engine_table_tokens_charge_each_extra_iteration_a_steps_fixed_cost_by_hand():
+    """``engine-table-tokens`` on Llama 70B FP16 at TP 4 on H100s, 2048/128, 100 sequences (1,024
+    tokens per iteration: 84.5 extra iterations). Each pays the decode step's weights, (70,553,706,496
+    - 128,256 x 8,192 + 100 x 8,192) x 2 B / 4 = 34,751,926,272 B per GPU at 3,350 GB/s, its
+    2 x 80 x 2 (4 - 1) + 3 = 963 ring steps (two all-reduces per layer, the logits all-gather) and
+    its 80 layers, added to the prefill step; the decode step is unchanged."""
+    r = V.Row("t", "llama-3.1-70b", "h100-sxm", 4, 4, 1, 1, 1, "fp16", 2048, 128, None, "output_tokens_per_s", 1.0)
+    ref = V.row_terms(r, 100)
+    with term_probes.probing(term_probes.probe("engine-table-tokens")):
+        t = V.row_terms(r, 100)
+    assert ref.evaluated["decode_step.bytes_weights_local"] == pytest.approx(34_751_926_272, rel=1e-12)
+    assert ref.decode["collective_steps"] == 963 and ref.decode["layers"] == 80
+    assert t.prefill["memory_local"] - ref.prefill["memory_local"] == pytest.approx(84.5 * 34_751_926_272 / 3350e9,
+                                                                                    rel=1e-9)
+    assert t.prefill["collective_steps"] - ref.prefill["collective_steps"] == pytest.approx(84.5 * 963, rel=1e-12)
+    assert t.prefill["layers"] - ref.prefill["layers"] == pytest.approx(84.5 * 80, rel=1e-12)
+    assert t.decode == ref.decode
+
+
+def test_engine_table_batch_caps_the_batch_and_is_undone():
+    """``engine-table-batch``: where the memory rule would admit 5,000 sequences, the engine of
+    Llama 70B at TP 2 takes 256 (2,048 at 2048/2048), Mixtral at TP 8 (no entry) keeps them."""
+    rows = {
+        "a": V.Row("a", "llama-3.1-70b", "h200-sxm", 2, 2, 1, 1, 1, "fp8", 128, 128, None, "output_tokens_per_s", 1.0),
+        "b": V.Row("b", "llama-3.1-70b", "h200-sxm", 2, 2, 1, 1, 1, "fp8", 2048, 2048, None, "output_tokens_per_s", 1.0),
+        "c": V.Row("c", "mixtral-8x7b", "h200-sxm", 8, 8, 1, 1, 1, "fp8", 128, 128, None, "output_tokens_per_s", 1.0),
+    }
+    original = V.batch_from
+    V.batch_from = lambda row, fp, mem, cap, **kw: 5000
+    try:
+        with term_probes.probing(term_probes.probe("engine-table-batch")):
+            got = {k: V.batch_from(row, None, None, None) for k, row in rows.items()}
+        assert V.batch_from(rows["a"], None, None, None) == 5000  # restored
+    finally:
+        V.batch_from = original
+    assert got == {"a": 256, "b": 2048, "c": 5000}

@@ -189,19 +189,41 @@ def extra_iterations(batch: float, isl: int, osl: int, max_tokens: int) -> float
     return max(0.0, batch * (isl + osl) / max_tokens - osl)
 
 
+#: the term of the extra iterations' weight reads (seconds at the peak bandwidth), paid in series
+#: with the step's streams: the step's stream overlap must not hide it under the prefill's compute
+ITERATION_WEIGHTS = "iteration_weights"
+
+
 def _charge_iterations(row: V.Row, t: V.RowTerms, max_tokens: int) -> None:
     """The round's extra iterations under a token budget of ``max_tokens``, each paying what a step
     pays once whatever its tokens (the decode step's: its weight reads, its TP collectives' ring
-    steps, its layers' overhead, its links' latency), charged to the prefill step."""
+    steps, its layers' overhead, its links' latency), charged to the prefill step: the weights as
+    the ITERATION_WEIGHTS term (at the memory efficiency, outside the streams' overlap), the rest to
+    the step's own counts."""
     if row.pp != 1:
         raise ValueError(f"row {row.id}: the token-budget probes take PP 1 rows only")
+    d, p = t.decode, t.prefill
+    p[ITERATION_WEIGHTS] = d[ITERATION_WEIGHTS] = 0.0
     extra = extra_iterations(t.batch, row.isl, row.osl, max_tokens)
     if extra <= 0:
         return
-    d, p = t.decode, t.prefill
-    p["memory_local"] += extra * t.evaluated["decode_step.bytes_weights_local"] / (d["memory_peak_GBps"] * 1e9)
+    p[ITERATION_WEIGHTS] = extra * t.evaluated["decode_step.bytes_weights_local"] / (d["memory_peak_GBps"] * 1e9)
     for key in ("collective_steps", "layers", "net_latency"):
         p[key] += extra * d[key]
+
+
+def _with_iteration_weights(base: Callable[[dict[str, Any], dict[str, Any]], Any],
+                            ) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+    """``base`` (the step time in force) plus the ITERATION_WEIGHTS term at the step's achieved
+    memory fraction (eq. 3.21a), in series."""
+    from codesign.model.hardware import achieved_memory_fraction
+
+    def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+        w = t.get(ITERATION_WEIGHTS, 0.0)
+        return base(t, cal) + w / achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD),
+                                                            t.get("memory_peak_GBps"))
+
+    return step_time
 
 
 def _engine_table_iterations(row: V.Row, t: V.RowTerms) -> None:
@@ -209,6 +231,8 @@ def _engine_table_iterations(row: V.Row, t: V.RowTerms) -> None:
     limits = engine_table_limits(row)
     if limits is not None:
         _charge_iterations(row, t, limits[1])
+    else:
+        t.prefill[ITERATION_WEIGHTS] = t.decode[ITERATION_WEIGHTS] = 0.0
 
 
 def _engine_heuristic_iterations(row: V.Row, t: V.RowTerms) -> None:
@@ -299,6 +323,8 @@ class Probe:
     gemm_roofline: bool = False
     #: the row's largest batch (the engine's maximum), or None where the probe sets none
     batch_cap: Callable[[V.Row], int | None] | None = None
+    #: the terms carry ITERATION_WEIGHTS, which the step time adds in series (the token-budget probes)
+    iteration_weights: bool = False
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -369,9 +395,9 @@ FORM_PROBES: dict[str, Probe] = {
     # §6.9: the engine limits of trtllm-bench's per-model table (ENGINE_TABLE): its maximum batch,
     # its tokens per iteration (the round's extra iterations paying each step's fixed cost), both
     "engine-table-batch": Probe(batch_cap=_engine_table_batch),
-    "engine-table-tokens": Probe(terms=_engine_table_iterations),
-    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch),
-    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations),
+    "engine-table-tokens": Probe(terms=_engine_table_iterations, iteration_weights=True),
+    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch, iteration_weights=True),
+    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations, iteration_weights=True),
 }
 
 
@@ -379,7 +405,9 @@ FORM_PROBES: dict[str, Probe] = {
 def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Iterator[None]:
     """The validator with a probe applied: a term change to every row's terms where they are
     computed (``validate.row_terms``, which the fit's term cache calls once per row and batch), a
-    reserve to the batch rule (``validate.batch_from``, with the fitted memory fields), the
+    reserve and an engine's batch maximum to the batch rule (``validate.batch_from``, with the
+    fitted memory fields; ``validate.max_batch``, which walks past its first call, does not see
+    the maximum: the fit and the never-fitted check build through ``RowStack`` and do), the
     ``gemm-roofline`` form to the step time (``validate.step_time``). Everything is restored on exit."""
     p = change if isinstance(change, Probe) else Probe(terms=change)
     originals = {"row_terms": V.row_terms, "batch_from": V.batch_from, "step_time": V.step_time,
@@ -403,6 +431,8 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
     V.row_terms, V.batch_from = row_terms, batch_from
     if p.gemm_roofline:
         V.step_time, V.STEP_TERMS = _gemm_roofline(originals["step_time"]), (*V.STEP_TERMS, "weights")
+    if p.iteration_weights:
+        V.step_time, V.STEP_TERMS = _with_iteration_weights(V.step_time), (*V.STEP_TERMS, ITERATION_WEIGHTS)
     try:
         yield
     finally:

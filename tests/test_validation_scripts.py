@@ -484,15 +484,43 @@ def test_engine_table_tokens_charge_each_extra_iteration_a_steps_fixed_cost_by_h
     its 80 layers, added to the prefill step; the decode step is unchanged."""
     r = V.Row("t", "llama-3.1-70b", "h100-sxm", 4, 4, 1, 1, 1, "fp16", 2048, 128, None, "output_tokens_per_s", 1.0)
     ref = V.row_terms(r, 100)
+    original = (V.step_time, V.STEP_TERMS)
+    cal = {**calibration_for("h100-sxm").model_dump(), "stream_overlap": 1.0}
     with term_probes.probing(term_probes.probe("engine-table-tokens")):
         t = V.row_terms(r, 100)
-    assert ref.evaluated["decode_step.bytes_weights_local"] == pytest.approx(34_751_926_272, rel=1e-12)
+        assert term_probes.ITERATION_WEIGHTS in V.STEP_TERMS
+        # in series with the streams: an overlap of 1 hides none of it
+        in_series = float(V.step_time(t.prefill, cal)) - float(original[0]({**t.prefill, "iteration_weights": 0.0}, cal))
+    assert (V.step_time, V.STEP_TERMS) == original
+    weights_B = ref.evaluated["decode_step.bytes_weights_local"]
+    assert weights_B == pytest.approx(34_751_926_272, rel=1e-12)
     assert ref.decode["collective_steps"] == 963 and ref.decode["layers"] == 80
-    assert t.prefill["memory_local"] - ref.prefill["memory_local"] == pytest.approx(84.5 * 34_751_926_272 / 3350e9,
-                                                                                    rel=1e-9)
+    assert t.prefill["iteration_weights"] == pytest.approx(84.5 * 34_751_926_272 / 3350e9, rel=1e-9)
+    from codesign.model.hardware import achieved_memory_fraction
+
+    mem = achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), 3350.0)
+    assert in_series == pytest.approx(84.5 * 34_751_926_272 / 3350e9 / mem, rel=1e-6)
+    assert t.prefill["memory_local"] == ref.prefill["memory_local"]
     assert t.prefill["collective_steps"] - ref.prefill["collective_steps"] == pytest.approx(84.5 * 963, rel=1e-12)
     assert t.prefill["layers"] - ref.prefill["layers"] == pytest.approx(84.5 * 80, rel=1e-12)
-    assert t.decode == ref.decode
+    assert t.prefill["net_latency"] - ref.prefill["net_latency"] == pytest.approx(84.5 * ref.decode["net_latency"],
+                                                                                  rel=1e-12)
+    assert {k: v for k, v in t.decode.items() if k != "iteration_weights"} == ref.decode
+    assert t.decode["iteration_weights"] == 0.0
+
+
+def test_engine_heuristic_tokens_charge_only_beyond_the_heuristics_budget():
+    """``engine-heuristic-tokens``: Llama 70B FP8 at TP 8 on H100s, 2048/128, gets 28,672 tokens per
+    iteration from trtllm-bench's heuristic: 1,400 sequences need 1,400 x 2,176 / 28,672 = 106.25
+    iterations, fewer than 128 (nothing charged); 2,000 need 151.79, 23.79 more."""
+    r = V.Row("h", "llama-3.1-70b", "h100-sxm", 8, 8, 1, 1, 1, "fp8", 2048, 128, None, "output_tokens_per_s", 1.0)
+    assert term_probes.engine_limits(r)[2] == 28_672
+    for batch, extra in ((1400, 0.0), (2000, 2000 * 2176 / 28672 - 128)):
+        ref = V.row_terms(r, batch)
+        with term_probes.probing(term_probes.probe("engine-heuristic-tokens")):
+            t = V.row_terms(r, batch)
+        assert t.prefill["layers"] - ref.prefill["layers"] == pytest.approx(extra * 80, rel=1e-12, abs=1e-9)
+    assert extra == pytest.approx(23.7857, rel=1e-4)
 
 
 def test_engine_table_batch_caps_the_batch_and_is_undone():

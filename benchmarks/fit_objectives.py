@@ -91,9 +91,8 @@ def run(csv: str, split: str, name: str) -> dict[str, Any]:
     start = time.perf_counter()
     with fitting_with(name) as variant:
         res = V.fit_calibration(csv, split, pooled=False, variant=variant)
-    n_held = sum(r["n_held_out"] for r in res.values())
     return {
-        "held_out_mape_pct": sum(r["held_out_mape_pct"] * r["n_held_out"] for r in res.values()) / n_held,
+        "held_out_mape_pct": V.rows_weighted_mape(res, "held_out"),
         "families": {f: {"held_out_mape_pct": r["held_out_mape_pct"], "fit_objective": r["fit_mape_pct"],
                          "params": r["params"]} for f, r in res.items()},
         "seconds": time.perf_counter() - start,

@@ -105,9 +105,9 @@ def main() -> None:
                                     families=args.families.split(",") if args.families else None)
         fams = {k: {f: v[f] for f in ("params", "fit_mape_pct", "held_out_mape_pct", "n_held_out")}
                 for k, v in fits.items()}
-        n = sum(v["n_held_out"] for v in fams.values())
-        pooled = sum(v["held_out_mape_pct"] * v["n_held_out"] for v in fams.values()) / n
-        result[form] = {"held_out_mape_pct": pooled, "n_held_out": n, "families": fams}
+        pooled = V.rows_weighted_mape(fams, "held_out")
+        result[form] = {"held_out_mape_pct": pooled, "n_held_out": sum(v["n_held_out"] for v in fams.values()),
+                        "families": fams}
         print(f"{form:18s} held-out {pooled:.2f} %  " + "  ".join(
             f"{k} {v['held_out_mape_pct']:.2f}" for k, v in sorted(fams.items())), flush=True)
     write_json_atomic(args.out, {"csv": str(args.csv), "split": str(V.DEFAULT_SPLIT), "forms": result,

@@ -489,11 +489,9 @@ def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
         labels = V.read_split(split)
         held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, path=csv).items())
                 if labels.get(i) == "held-out"}
-    n_held = sum(r["n_held_out"] for r in res.values())
-    n_fit = sum(r["n_fit"] for r in res.values())
     return {
-        "held_out_mape_pct": sum(r["held_out_mape_pct"] * r["n_held_out"] for r in res.values()) / n_held,
-        "fit_mape_pct": sum(r["fit_mape_pct"] * r["n_fit"] for r in res.values()) / n_fit,
+        "held_out_mape_pct": V.rows_weighted_mape(res, "held_out"),
+        "fit_mape_pct": V.rows_weighted_mape(res, "fit"),
         "never_fitted_mape_pct": other,
         "never_fitted_groups_mape_pct": other_groups,
         "held_out_row_errors_pct": held,

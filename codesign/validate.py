@@ -740,8 +740,9 @@ class RowTerms:
     metric: str
     prefill: dict[str, float]
     decode: dict[str, float]
-    #: the evaluation's own metrics at the calibration it ran with, and each step's local weight and
-    #: KV-cache bytes per device (``<phase>_step.bytes_weights_local``, ``..._kv_local``)
+    #: the evaluation's own metrics at the calibration it ran with, and each step's local weight,
+    #: KV-cache and whole-tensor activation bytes per device (``<phase>_step.bytes_weights_local``,
+    #: ``..._kv_local``, ``..._act_replicated_local``)
     evaluated: dict[str, float]
 
 
@@ -1512,6 +1513,13 @@ def fit_group(fit_rows: list[Row], held_rows: list[Row], initial: dict[str, floa
         "n_held_out": len(held_rows),
         "held_out_mape_pct": float(held.mape(cal, variant)) if held_rows else float("nan"),
     }
+
+
+def rows_weighted_mape(fitted: dict[str, Any], part: str = "held_out") -> float:
+    """The MAPE over every row of a ``fit_calibration`` result's groups (``part`` "held_out" or
+    "fit"): each group's MAPE weighted by its row count."""
+    n = sum(g[f"n_{part}"] for g in fitted.values())
+    return sum(g[f"{part}_mape_pct"] * g[f"n_{part}"] for g in fitted.values()) / n
 
 
 def _without_table(lines: list[str], name: str) -> list[str]:

@@ -540,3 +540,12 @@ def test_engine_table_batch_caps_the_batch_and_is_undone():
     finally:
         V.batch_from = original
     assert got == {"a": 256, "b": 2048, "c": 5000}
+
+
+def test_rows_weighted_mape_by_hand():
+    """Two groups: 10 held-out rows at 5 % and 30 at 9 %: (50 + 270) / 40 = 8 %; fit rows 20 at 4 %
+    and 20 at 6 %: 5 %."""
+    fitted = {"a": {"n_held_out": 10, "held_out_mape_pct": 5.0, "n_fit": 20, "fit_mape_pct": 4.0},
+              "b": {"n_held_out": 30, "held_out_mape_pct": 9.0, "n_fit": 20, "fit_mape_pct": 6.0}}
+    assert V.rows_weighted_mape(fitted) == pytest.approx(8.0, rel=1e-12)
+    assert V.rows_weighted_mape(fitted, "fit") == pytest.approx(5.0, rel=1e-12)

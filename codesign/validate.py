@@ -75,6 +75,51 @@ def benchmark_requests_path() -> Path:
     return instances_dir() / "catalog" / "benchmark_requests.toml"
 
 
+#: the engines each benchmark was built with, by source document (the engine's maximum batch
+#: caps an offline row's batch, and its sequence slots' decoding state comes out of the KV cache;
+#: VALIDATION.md §5.16)
+def benchmark_engines_path() -> Path:
+    """The shipped table of benchmark engines (installed with the catalog)."""
+    from codesign.paths import instances_dir
+
+    return instances_dir() / "catalog" / "benchmark_engines.toml"
+
+
+#: TensorRT-LLM's C++ runtime allocates, for each of the engine's ``max_batch_size`` sequence
+#: slots and before it sizes the KV cache from the free memory (``TrtGptModelInflightBatching``:
+#: ``createBuffers``, ``createDecoder``, then ``KVCacheManager::calculateMaxNumBlocks``), at beam
+#: width 1 with the default fp32 logits and TopKTopP decoding:
+#:   - DECODER_VOCAB_ROWS rows of the padded vocabulary x 4 B: the engine's ``logits`` output
+#:     (``runtimeBuffers.cpp``), the penalised logits (``DecodingLayerWorkspace::mRuntimeLogitsDevice``),
+#:     the top-K sampling workspace's ``tempLogProbs`` (the sampling layers share the largest
+#:     workspace; AIR top-P needs about 1/8 row), ``GptDecoderBatched``'s ``embeddingBias``;
+#:   - one row of the unpadded vocabulary x 4 B: the penalty layer's int32 occurrence workspace;
+#:   - DECODER_TOPK_SCRATCH_B: top-K's temporary ids and values (``TOP_K_MAX`` 1024 x 8 x 8 B);
+#:   - DECODER_SEQ_ARRAYS arrays of max_seq_len x 4 B: the cache indirections (3), output ids,
+#:     parent ids, slot output ids (int32) and the log-prob arrays (4, fp32).
+#: Read on the runtime of the 0.14-0.15 release line (arthurrasmusson/TensorRT-LLM@e00d4e6, its
+#: batch_manager; NVIDIA/TensorRT-LLM ``gptDecoderBatched.cpp``, ``decodingLayerWorkspace.cpp``,
+#: ``penaltyLayer.cpp``, ``samplingTopKKernels.h``). The count reproduces a published log to three
+#: figures (NVIDIA/TensorRT-LLM issue #1188, 2024-11-21: Qwen2.5 0.5B, vocabulary 151,936, 2,048
+#: slots, max_seq_len 32,768: "2.66 GB for runtime buffers", "5.76 GB for decoder"; this formula
+#: gives 2.659 and 5.762 GiB). TensorRT-LLM's memory guide says the same in words: "Before KV cache
+#: blocks are allocated, some amount of GPU memory are pre-allocated by C++ runtime for storing I/O
+#: tensors of TensorRT engine and the decoupled dynamic decoder, it's allocated based on runtime
+#: max_batch_size and max_seq_len" (docs/source/reference/memory.md §3.1).
+DECODER_VOCAB_ROWS = 4
+DECODER_TOPK_SCRATCH_B = 1024 * 8 * 8
+DECODER_SEQ_ARRAYS = 10
+
+
+def decoder_state_per_slot_B(vocab_size: int, tp: int, max_seq_len: int) -> int:
+    """Bytes the benchmark engine's runtime allocates per sequence slot before sizing the KV cache,
+    on every TP rank (the decoder runs on each; nothing of it is split): DECODER_VOCAB_ROWS fp32 rows
+    of the vocabulary padded to a multiple of ``tp``, one int32 row of the vocabulary, the top-K
+    scratch, and DECODER_SEQ_ARRAYS 4-byte arrays of ``max_seq_len``."""
+    padded = math.ceil(vocab_size / tp) * tp
+    return DECODER_VOCAB_ROWS * padded * 4 + vocab_size * 4 + DECODER_TOPK_SCRATCH_B + DECODER_SEQ_ARRAYS * 4 * max_seq_len
+
+
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
               "collective_step_latency_us")
@@ -175,6 +220,9 @@ class Row:
     #: requests of the benchmark run (offline rows): the CSV's ``num_requests`` or, by ``source``,
     #: the shipped table (``benchmark_requests_path``); None if unknown
     num_requests: int | None = None
+    #: the benchmark engine's ``max_batch_size`` (sequence slots per executor): the CSV's
+    #: ``max_batch_size`` or, by ``source``, the shipped table (``benchmark_engines_path``); None if unknown
+    engine_max_batch: int | None = None
     #: precision of the KV cache: the CSV's ``kv_precision`` or the engine's rule (``engine_kv_precision``)
     kv_precision: str = ""
     #: the file's own names where they differ from the catalog ids read for them
@@ -196,12 +244,15 @@ class Row:
         return self.attention_dp > 1 and self.attention_dp == self.tp
 
     def engine_cap(self, cap: int | None) -> int | None:
-        """The engine's maximum batch for one replica: ``cap`` (per executor), times TP under
-        attention DP, where every rank runs its own executor with its own ``max_batch_size``
-        (TensorRT-LLM's PyTorch executor sizes each attention-DP rank as TP 1 and divides the
-        capacity by nothing; traced in ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
+        """The engine's maximum batch for one replica: ``cap`` (per executor), or the row's own
+        engine's ``engine_max_batch`` where that is smaller, times TP under attention DP, where every
+        rank runs its own executor with its own ``max_batch_size`` (TensorRT-LLM's PyTorch executor
+        sizes each attention-DP rank as TP 1 and divides the capacity by nothing; traced in
+        ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
         if cap is None:
             return None
+        if self.engine_max_batch is not None:
+            cap = min(cap, self.engine_max_batch)
         return cap * (self.tp if self.attention_dp_on else 1)
 
     @property
@@ -313,11 +364,94 @@ def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tu
     return None
 
 
+@dataclass(frozen=True)
+class BenchmarkEngines:
+    """One benchmark's engines (``benchmark_engines.toml``): (catalog model, TP) -> {"general" or
+    max_seq_len: max_batch_size}, and the maximum batch of a layout the table lacks."""
+
+    source: str
+    default_max_batch: int
+    engines: dict[tuple[str, int], dict[str | int, int]]
+
+    def max_batch(self, model: str, tp: int, pp: int, max_seq_len: int) -> int:
+        entry = self.engines.get((model, tp)) if pp == 1 else None
+        if entry is None:
+            return self.default_max_batch
+        return entry.get(max_seq_len, entry["general"])
+
+
+def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngines]:
+    """The engines of known benchmarks, longest source prefix first (default: ``benchmark_engines_path()``).
+    A table's model names are read as catalog ids (``resolve_workload``)."""
+    import tomllib
+
+    from codesign.model.workload import resolve_workload
+
+    path = Path(path) if path is not None else benchmark_engines_path()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"cannot read the benchmarks' engines: {exc}", file=path) from None
+    expected = ('[[benchmark]] source = "owner/repo@commit:path", default_max_batch_size = n, '
+                '[benchmark.engines."<HF model>"] tp<N> = { general = [max_batch_size, max_num_tokens], <max_seq_len> = [...] }')
+    entries = data.get("benchmark", [])
+    unknown = sorted(set(data) - {"benchmark"})
+    if unknown or not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InputError("the engine table must hold only [[benchmark]] tables", file=path,
+                         key=unknown[0] if unknown else "benchmark", expected=expected)
+
+    def positive(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    out = []
+    for i, entry in enumerate(entries):
+        key = f"benchmark[{i}]"
+        source, default, models = entry.get("source"), entry.get("default_max_batch_size"), entry.get("engines", {})
+        if not isinstance(source, str) or not source or not positive(default) or not isinstance(models, dict):
+            raise InputError("a benchmark entry needs a source (text), a positive default_max_batch_size and an "
+                             "engines table", file=path, key=key, expected=expected)
+        engines: dict[tuple[str, int], dict[str | int, int]] = {}
+        for name, layouts in models.items():
+            model = resolve_workload(name)
+            if model is None or not isinstance(layouts, dict):
+                raise InputError("unknown model in the engine table", file=path, key=f"{key}.engines.{name}",
+                                 value=name, expected="a Hugging Face name the catalog knows (a workload's aliases)")
+            for layout, by_len in layouts.items():
+                lkey = f"{key}.engines.{name}.{layout}"
+                if not (layout.startswith("tp") and layout[2:].isdigit() and int(layout[2:]) >= 1) \
+                        or not isinstance(by_len, dict) or "general" not in by_len:
+                    raise InputError("malformed engine layout", file=path, key=lkey, value=layout,
+                                     expected='tp<N> = { general = [max_batch_size, max_num_tokens], ... }')
+                sizes: dict[str | int, int] = {}
+                for length, pair in by_len.items():
+                    if (not (length == "general" or length.isdigit()) or not isinstance(pair, list) or len(pair) != 2
+                            or not all(positive(v) for v in pair)):
+                        raise InputError("malformed engine limits", file=path, key=f"{lkey}.{length}", value=pair,
+                                         expected='"general" or a max_seq_len = [max_batch_size, max_num_tokens], '
+                                                  'positive integers')
+                    sizes["general" if length == "general" else int(length)] = pair[0]
+                engines[(model, int(layout[2:]))] = sizes
+        out.append(BenchmarkEngines(source, default, engines))
+    return sorted(out, key=lambda e: -len(e.source))  # longest prefix first
+
+
+def _engine_max_batch_of(source: str, model: str, tp: int, pp: int, isl: int, osl: int,
+                         known: list[BenchmarkEngines]) -> int | None:
+    """The ``max_batch_size`` of the engine the longest source prefix in ``known`` lists for the row
+    (its max_seq_len = ISL + OSL), None if no prefix matches."""
+    for b in known:
+        if source.startswith(b.source):
+            return b.max_batch(model, tp, pp, isl + osl)
+    return None
+
+
 def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
     """Parse a measurements CSV: (typed rows, malformed rows each with its reason). An offline
     row's request count is its ``num_requests`` column or, if empty, that of its ``source`` in
-    the shipped table (``benchmark_requests_path``)."""
+    the shipped table (``benchmark_requests_path``); its engine's maximum batch likewise
+    (``max_batch_size``, ``benchmark_engines_path``)."""
     known = read_benchmark_requests()
+    engines = read_benchmark_engines()
     path = Path(csv_path)
     if not path.is_file():
         raise InputError("measurements file not found", file=path)
@@ -351,12 +485,18 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                 n_req = int(reqs) if reqs else _requests_of(source, ints["isl"], ints["osl"], known)
                 if n_req is not None and n_req < 1:
                     raise ValueError(f"num_requests must be positive, got {n_req}")
+                mbs = str(raw.get("max_batch_size") or "").strip()
+                engine_mb = (int(mbs) if mbs else
+                             _engine_max_batch_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines))
+                if engine_mb is not None and engine_mb < 1:
+                    raise ValueError(f"max_batch_size must be positive, got {engine_mb}")
                 rows.append(
                     Row(
                         id=rid, model=model, gpu=gpu, named_as=named_as,
                         precision=precision, kv_precision=kv_precision, metric=str(raw["metric"]).strip(),
                         value=float(raw["value"]), concurrency=int(conc) if conc else None,
-                        unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req, **ints,
+                        unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req,
+                        engine_max_batch=engine_mb, **ints,
                     )
                 )
             except (TypeError, ValueError) as exc:
@@ -608,6 +748,9 @@ class Footprint:
     raw_capacity_B: float
     usable_B: float  # u C - R at the calibration the evaluation ran with
     kv_free_fraction: float  # f
+    #: what the row's engine allocates for its sequence slots before it sizes the KV cache
+    #: (``engine_state_B``), taken off the usable memory like the reserve: KV <= f (u C - R - S - W)
+    engine_state_B: float = 0.0
 
 
 def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
@@ -622,7 +765,29 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
         raw_capacity_B=ev.metrics["raw_capacity_B"],
         usable_B=_memory_audit(ev).limit,
         kv_free_fraction=kv_cache_free_fraction(),
+        engine_state_B=engine_state_B(row),
     )
+
+
+def engine_state_B(row: Row) -> float:
+    """Bytes per device the row's engine allocates for its ``engine_max_batch`` sequence slots
+    before sizing the KV cache (``decoder_state_per_slot_B`` at max_seq_len = ISL + OSL, the
+    engine's under a ``--dataset`` build); 0 if the row's engine is unknown."""
+    from codesign.model.workload import load_workload
+
+    if row.engine_max_batch is None:
+        return 0.0
+    slots = row.engine_max_batch * (row.tp if row.attention_dp_on else 1)
+    per_slot = decoder_state_per_slot_B(load_workload(row.model).vocab_size, row.tp, row.isl + row.osl)
+    return float(slots * per_slot)
+
+
+def _fits(ev, fp: Footprint) -> bool:
+    """The model's ``memory-capacity-local`` audit with the engine's slot state taken off its limit."""
+    from codesign.model.evaluate import holds
+
+    a = _memory_audit(ev)
+    return bool(holds(a.value, a.limit - fp.engine_state_B))
 
 
 #: TensorRT-LLM's dynamic batch-size tuner (``executor::DynamicBatchConfig::kDefaultBatchSizeTable``
@@ -659,11 +824,12 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     if row.concurrency is not None:
         return math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
     if mem is None:
-        usable, f = fp.usable_B, fp.kv_free_fraction
+        usable, f = max(fp.usable_B - fp.engine_state_B, 0.0), fp.kv_free_fraction
     else:
         from codesign.model.hardware import GiB
 
-        usable = max(fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB, 0.0)
+        usable = max(fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB
+                     - fp.engine_state_B, 0.0)
         f = mem["kv_cache_free_fraction"]
     kv = f * (usable - fp.weights_B)
     step = row.batch_step
@@ -696,16 +862,19 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
     fp = footprint(row, variant)
     step = row.batch_step
     b = batch_from(row, fp, None, None, requests=False)
-    while b > 0 and not _memory_audit(evaluate_row(row, b, variant)).ok:
+    while b > 0 and not _fits(evaluate_row(row, b, variant), fp):
         b -= step
-    while _memory_audit(evaluate_row(row, b + step, variant)).ok:
+    while _fits(evaluate_row(row, b + step, variant), fp):
         b += step
     if b < step:
         w = fp.weights_B / 1e9
-        free = max(fp.usable_B / 1e9 - w, 0)
+        usable = (fp.usable_B - fp.engine_state_B) / 1e9
+        free = max(usable - w, 0)
+        state = (f" (after {fp.engine_state_B / 1e9:.2f} GB of the engine's decoding state for "
+                 f"{row.engine_max_batch} slots)" if fp.engine_state_B else "")
         return BatchChoice(0, fp, reason=(
-            f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {fp.usable_B / 1e9:.1f} GB "
-            f"usable; the KV cache of {step} sequence(s) needs {fp.kv_per_sequence_B * step / 1e9:.2f} GB "
+            f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {usable:.1f} GB "
+            f"usable{state}; the KV cache of {step} sequence(s) needs {fp.kv_per_sequence_B * step / 1e9:.2f} GB "
             f"at {fp.kv_free_fraction:.0%} of the free memory"))
     limits = [("memory", b)]
     if variant.runtime_batch_table:  # the engine's runtime batch table (a proposal, runtime_batch)

@@ -61,9 +61,9 @@ def chip_families() -> dict[str, tuple[str, ...]]:
 #: metrics the validator predicts
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_s", "e2e_latency_s")
 
-#: maximum batch of the measured engine: trtllm-bench caps max_batch_size at 4096
-#: (``finetune_setting``: ``min(kv_cache_max_requests, 4096)``; its runtime log prints
-#: "Max Runtime Batch Size: 4096"). Pass ``max_batch_cap=None`` to drop the cap.
+#: maximum batch of a measured engine whose own is not known (``Row.engine_max_batch``, which takes
+#: precedence): trtllm-bench's tuning heuristic caps max_batch_size at 4096 (``finetune_setting``:
+#: ``min(kv_cache_max_requests, 4096)``). Pass ``max_batch_cap=None`` to drop every cap.
 ENGINE_MAX_BATCH = 4096
 
 #: requests per run of each benchmark the measurements come from, by source document (an offline
@@ -244,15 +244,15 @@ class Row:
         return self.attention_dp > 1 and self.attention_dp == self.tp
 
     def engine_cap(self, cap: int | None) -> int | None:
-        """The engine's maximum batch for one replica: ``cap`` (per executor), or the row's own
-        engine's ``engine_max_batch`` where that is smaller, times TP under attention DP, where every
-        rank runs its own executor with its own ``max_batch_size`` (TensorRT-LLM's PyTorch executor
-        sizes each attention-DP rank as TP 1 and divides the capacity by nothing; traced in
-        ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
+        """The engine's maximum batch for one replica: the row's own engine's ``engine_max_batch``
+        where it is known, else ``cap`` (per executor; None: no cap at all), times TP under
+        attention DP, where every rank runs its own executor with its own ``max_batch_size``
+        (TensorRT-LLM's PyTorch executor sizes each attention-DP rank as TP 1 and divides the
+        capacity by nothing; traced in ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
         if cap is None:
             return None
         if self.engine_max_batch is not None:
-            cap = min(cap, self.engine_max_batch)
+            cap = self.engine_max_batch
         return cap * (self.tp if self.attention_dp_on else 1)
 
     @property

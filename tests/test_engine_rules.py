@@ -17,6 +17,8 @@ Hand-derived figures:
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from codesign import validate as V
@@ -42,8 +44,10 @@ def test_runtime_batch_table_lowers_the_memory_batch_only_in_the_variant():
     r = _row()
     fp = V.footprint(r)
     memory = V.batch_from(r, fp, None, None, requests=False)
-    assert memory == 605  # the model's memory batch of m0488 (VALIDATION.md §5)
-    assert V.batch_from(r, fp, None, None, requests=False, table=True) == 512
+    # the memory rule by hand at the shipped calibration (659 sequences at fix 16's, 605 before)
+    assert memory == math.floor(fp.kv_free_fraction * (fp.usable_B - fp.weights_B) / fp.kv_per_sequence_B)
+    assert V.runtime_batch(memory) < memory  # the table lowers it (659 -> 512: c < 672 -> 512)
+    assert V.batch_from(r, fp, None, None, requests=False, table=True) == V.runtime_batch(memory)
 
 
 def _weights(variant: V.Variant, **kw) -> float:
@@ -107,9 +111,10 @@ def test_under_attention_dp_the_ends_are_whole_either_way():
 
 def test_max_batch_applies_the_runtime_table_in_the_variant():
     r = _row()
-    assert V.max_batch(r).batch == 605
+    memory = V.max_batch(r).batch
+    assert memory == V.batch_from(r, V.footprint(r), None, None, requests=False)
     choice = V.max_batch(r, variant=V.Variant("runtime-batch-table", runtime_batch_table=True))
-    assert (choice.batch, choice.bound) == (512, "engine")
+    assert (choice.batch, choice.bound) == (V.runtime_batch(memory), "engine") and choice.batch < memory
 
 
 def test_an_old_fitted_on_table_is_stripped_whatever_its_spacing():

@@ -3,6 +3,8 @@ checked by hand, and their patches of ``codesign.validate`` restored on exit."""
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import importlib.util
 import sys
@@ -248,9 +250,11 @@ def test_reserve_probes_move_the_batch_of_their_rows_by_hand():
     finally:
         V.batch_from = original
     pcie = V.Row("rp", "llama-3.1-70b", "a100-pcie-80gb", 2, 2, 1, 1, 1, "fp16", 1000, 1000, None, "output_tokens_per_s", 1.0)
+    sxm_GiB = term_probes._a100_sxm_reserve_GiB()  # the shipped A100 SXM reserve (2.5 GiB at fix 16)
     with term_probes.probing(term_probes.probe("reserve-pcie-as-sxm")):
-        # 0.9 (85.899 - 2.416 - 70.554) GB / 0.32768 GB = 35.5 -> 35, the A100 SXM's batch at its 2.25 GiB
-        assert V.batch_from(pcie, cache.footprint(pcie), {**mem, "runtime_reserve_GiB": 6.75}, None) == 35
+        # 0.9 (85.899 GB - R - 70.554 GB) / 0.32768 GB: at R = 2.5 GiB 34.8 -> 34 (35 at 2.25 GiB)
+        expected = math.floor(0.9 * (80 * 2**30 - sxm_GiB * 2**30 - 70_553_706_496) / 327_680_000)
+        assert V.batch_from(pcie, cache.footprint(pcie), {**mem, "runtime_reserve_GiB": 6.75}, None) == expected
 
 
 def test_kv_read_probe_scales_the_decode_kv_bytes_by_hand():

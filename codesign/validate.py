@@ -243,15 +243,16 @@ class Row:
         """Attention data-parallel over the whole TP group (model.md §4.8)."""
         return self.attention_dp > 1 and self.attention_dp == self.tp
 
-    def engine_cap(self, cap: int | None) -> int | None:
+    def engine_cap(self, cap: int | None, own: bool = True) -> int | None:
         """The engine's maximum batch for one replica: the row's own engine's ``engine_max_batch``
         where it is known, else ``cap`` (per executor; None: no cap at all), times TP under
         attention DP, where every rank runs its own executor with its own ``max_batch_size``
         (TensorRT-LLM's PyTorch executor sizes each attention-DP rank as TP 1 and divides the
-        capacity by nothing; traced in ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1)."""
+        capacity by nothing; traced in ai-dynamo/dynamo PR #11982 against TensorRT-LLM v1.1).
+        ``own=False``: ``cap`` even where the row's engine is known (``Variant.no_engine_cap``)."""
         if cap is None:
             return None
-        if self.engine_max_batch is not None:
+        if own and self.engine_max_batch is not None:
             cap = self.engine_max_batch
         return cap * (self.tp if self.attention_dp_on else 1)
 
@@ -583,6 +584,10 @@ class Variant:
     #: proposal of §5.15: fit the 8-bit tensor rate's own efficiency (``compute_efficiency_8bit``) for
     #: a family with fit rows at both an 8-bit and a wider format
     fit_8bit: bool = False
+    #: ablations of §5.16: the rows' engines' sequence slots hold no decoding state (``engine_state_B``
+    #: = 0), and their ``max_batch_size`` does not cap the batch (the heuristic's 4096 does)
+    no_engine_state: bool = False
+    no_engine_cap: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -765,7 +770,7 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
         raw_capacity_B=ev.metrics["raw_capacity_B"],
         usable_B=_memory_audit(ev).limit,
         kv_free_fraction=kv_cache_free_fraction(),
-        engine_state_B=engine_state_B(row),
+        engine_state_B=0.0 if variant.no_engine_state else engine_state_B(row),
     )
 
 
@@ -815,7 +820,7 @@ def runtime_batch(capacity: int, step: int = 1) -> int:
 
 
 def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int | None, *,
-               requests: bool = True, table: bool = False) -> int:
+               requests: bool = True, table: bool = False, own_cap: bool = True) -> int:
     """Largest batch (multiple of ``batch_step``) whose KV cache fits, at most ``cap`` and (if ``requests``)
     the row's requests per replica (``Row.request_limit``); 0 if none fits.
 
@@ -836,7 +841,7 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
     if table:
         b = runtime_batch(b, step)
-    cap = row.engine_cap(cap)
+    cap = row.engine_cap(cap, own_cap)
     if cap is not None:
         b = min(b, max(step, (cap // step) * step))
     if requests and row.request_limit is not None:
@@ -880,7 +885,7 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
     if variant.runtime_batch_table:  # the engine's runtime batch table (a proposal, runtime_batch)
         limits.append(("engine", runtime_batch(b, step)))
     if cap is not None:
-        limits.append(("engine", (row.engine_cap(cap) // step) * step))
+        limits.append(("engine", (row.engine_cap(cap, not variant.no_engine_cap) // step) * step))
     if row.request_limit is not None and not variant.no_request_cap:
         limits.append(("requests", row.request_limit))
     bound, batch = min(limits, key=lambda lim: (lim[1], lim[0] != "memory"))
@@ -1371,7 +1376,8 @@ class RowStack:
     @classmethod
     def build(cls, rows: list[Row], cache: TermCache, mem: dict[str, float] | None, cap: int | None) -> RowStack:
         batches = [batch_from(r, cache.footprint(r), mem, cap, requests=not cache.variant.no_request_cap,
-                              table=cache.variant.runtime_batch_table) for r in rows]
+                              table=cache.variant.runtime_batch_table, own_cap=not cache.variant.no_engine_cap)
+                   for r in rows]
         zero = {k: 0.0 for k in STEP_TERMS} | {"compute": 1.0, "memory_peak_GBps": 1.0}
         extra: dict[str, Any] = {}
         if cache.variant.request_waves:
@@ -1853,6 +1859,7 @@ _UNDO = {
     "requests": {"no_request_cap": True},
     "logits-memory": {"no_logits_traffic": True},
     "sockets": {"one_socket": True},
+    "engines": {"no_engine_state": True, "no_engine_cap": True},
 }
 
 
@@ -1870,7 +1877,7 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
-#: server's two CPU sockets
+#: server's two CPU sockets, the benchmark engine's sequence slots (its max batch and their decoding state)
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1885,7 +1892,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+in-switch-allreduce", "switch"),
     ("+request-cap", "requests"),
     ("+logits-memory", "logits-memory"),
-    ("model", "sockets"),
+    ("+sockets", "sockets"),
+    ("model", "engines"),
 )
 
 
@@ -1922,6 +1930,10 @@ PROPOSALS: tuple[Variant, ...] = (
     _without("model-without-bandwidth-cap", "cap"),
     _without("model-without-in-switch-allreduce", "switch"),
     _without("model-without-logits-memory", "logits-memory"),
+    # fix 16 (§5.16) removed whole, and each half of it alone
+    _without("model-without-engine-slots", "engines"),
+    Variant("engine-slots-state-only", no_engine_cap=True),
+    Variant("engine-slots-cap-only", no_engine_state=True),
     # (the sockets' ablation, fix 14, is "+logits-memory" above)
     # the overlap as one constant (the streams add) instead of fitted per family
     Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),

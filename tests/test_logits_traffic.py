@@ -52,13 +52,16 @@ def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
 
 
 def test_the_fix_chain_adds_the_logits_traffic_before_the_sockets():
-    """Fix 13 comes before fix 14 (the PCIe server's sockets), the last of the chain: the stage
-    before it ("+request-cap") undoes both, its own stage ("+logits-memory") only the sockets, and
-    its ablation alone is a proposal of its own."""
-    assert V.FIX_ORDER[-2:] == (("+logits-memory", "logits-memory"), ("model", "sockets"))
+    """Fix 13 comes before fix 14 (the PCIe server's sockets) and fix 16 (the engine's sequence
+    slots), the last of the chain: the stage before it ("+request-cap") undoes all three, its own
+    stage ("+logits-memory") the other two, and its ablation alone is a proposal of its own."""
+    assert V.FIX_ORDER[-3:] == (("+logits-memory", "logits-memory"), ("+sockets", "sockets"), ("model", "engines"))
     stages = {v.name: v for v in V.PROPOSALS}
-    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True)
-    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True)
+    engines = {"no_engine_state": True, "no_engine_cap": True}
+    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True, **engines)
+    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True, **engines)
+    assert stages["+sockets"] == V.Variant("+sockets", **engines)
+    assert stages["model-without-engine-slots"] == V.Variant("model-without-engine-slots", **engines)
     assert stages["model-without-logits-memory"] == V.Variant("model-without-logits-memory", no_logits_traffic=True)
     assert not V.MODEL.no_logits_traffic and not V.MODEL.one_socket
 

@@ -1164,13 +1164,16 @@ class ValidationReport:
 
     @property
     def batch_bounds(self) -> dict[str, int]:
-        """Rows by what set their batch (memory, engine, requests, concurrency), and the offline
-        rows whose request count is unknown (their batch is not capped by it)."""
+        """Rows by what set their batch (memory, engine, requests, concurrency), the offline
+        rows whose request count is unknown (their batch is not capped by it), and the rows whose
+        engine is unknown (no ``max_batch_size``: no slots' state, the heuristic's cap; §5.16)."""
         out: dict[str, int] = defaultdict(int)
         for r in self.rows:
             out[r["batch_bound"]] += 1
             if r["concurrency"] is None and r["num_requests"] is None:
                 out["no request count"] += 1
+            if "engine_max_batch" in r and r["engine_max_batch"] is None:
+                out["no engine known"] += 1
         return dict(sorted(out.items()))
 
     def worst(self, n: int = 10) -> list[dict[str, Any]]:
@@ -1238,6 +1241,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
         "measured": row.value, "num_requests": row.num_requests,
         "batch": choice.batch, "batch_bound": choice.bound,
+        "engine_max_batch": row.engine_max_batch, "engine_state_B": choice.footprint.engine_state_B,
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")

@@ -130,3 +130,15 @@ def test_the_shipped_table_reads():
     assert overview.max_batch("llama-3.1-70b", 2, 1, 2000) == 256
     assert overview.max_batch("llama-3.1-70b", 2, 2, 4096) == 2048  # PP > 1: not in the table, the default
     assert overview.max_batch("llama-3.1-405b", 8, 1, 2000) == 2048
+
+
+def test_the_report_counts_the_rows_whose_engine_is_unknown(tmp_path):
+    rows = _csv(tmp_path, [
+        dict(id="a", model="llama-3.1-8b", gpu="h100-sxm", tp=1, precision="fp8", isl=128, osl=128),
+        dict(id="b", model="llama-3.1-8b", gpu="h100-sxm", tp=1, precision="fp8", isl=128, osl=128, source="mine"),
+    ])
+    recs = [V.predict_row(r) for r in rows]
+    assert [r["engine_max_batch"] for r in recs] == [2048, None]
+    assert recs[0]["engine_state_B"] == 2048 * V.decoder_state_per_slot_B(128_256, 1, 256) and recs[1]["engine_state_B"] == 0
+    report = V.ValidationReport(csv="m.csv", by=("model", "gpu"), rows=recs, skipped=[])
+    assert report.batch_bounds["no engine known"] == 1

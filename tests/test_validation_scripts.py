@@ -3,10 +3,9 @@ checked by hand, and their patches of ``codesign.validate`` restored on exit."""
 
 from __future__ import annotations
 
-import math
-
 import dataclasses
 import importlib.util
+import math
 import sys
 from pathlib import Path
 

@@ -1237,8 +1237,8 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     rec: dict[str, Any] = {
         "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
         "precision": row.precision, "kv_precision": row.kv_cache_precision,
-        "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep,
-        "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric,
+        "num_gpus": row.num_gpus, "tp": row.tp, "pp": row.pp, "ep": row.ep, "attention_dp": row.attention_dp,
+        "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric, "source": row.source,
         "measured": row.value, "num_requests": row.num_requests,
         "batch": choice.batch, "batch_bound": choice.bound,
         "engine_max_batch": row.engine_max_batch, "engine_state_B": choice.footprint.engine_state_B,
@@ -1286,6 +1286,12 @@ def _fitted_on_by_hash(csv_path: str | Path) -> bool:
     return f"sha256 {file_sha256(csv_path)[:12]})" in cal.source and SPLIT_METHOD in cal.source
 
 
+#: the fields of a row's result record (``predict_row``) that ``--by`` can group on
+GROUP_FIELDS = ("id", "model", "gpu", "family", "precision", "kv_precision", "num_gpus", "tp", "pp", "ep",
+                "attention_dp", "isl", "osl", "concurrency", "metric", "source", "num_requests", "engine_max_batch",
+                "batch_bound")
+
+
 def run_validation(
     csv_path: str | Path,
     by: Sequence[str] = ("model", "gpu"),
@@ -1299,9 +1305,9 @@ def run_validation(
     ``by``: row fields the groups are keyed on. ``split_file``: labels rows ``fit``/``held-out``
     (ignored if the file does not exist; ``None`` for no labels).
     """
-    bad_by = [k for k in by if k not in Row.__dataclass_fields__]
+    bad_by = [k for k in by if k not in GROUP_FIELDS]
     if bad_by:
-        raise InputError("unknown grouping field", value=bad_by, expected=f"fields of {list(Row.__dataclass_fields__)}")
+        raise InputError("unknown grouping field", key="--by", value=bad_by, expected=f"some of {', '.join(GROUP_FIELDS)}")
     rows, malformed = read_rows(csv_path)
     labels: dict[str, str] = {}
     used_split = None

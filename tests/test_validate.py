@@ -922,3 +922,14 @@ def test_a_calibration_fitted_on_a_split_of_ones_own_does_not_claim_the_hash_rul
     finally:
         monkeypatch.delenv(hardware.CALIBRATION_ENV)
         hardware.forget_calibration()
+
+
+def test_grouping_takes_the_record_fields_and_names_a_wrong_one(tmp_path):
+    """``--by attention_dp`` groups (it raised a KeyError before: the record lacked the field);
+    a field no record has is bad input naming the option and the fields it takes."""
+    path = write_csv(tmp_path / "m.csv", [csv_row("a"), csv_row("b", isl=128, osl=128)])
+    report = V.run_validation(path, ("attention_dp", "source"), split_file=None)
+    assert list(report.groups) == ["1|test"]
+    with pytest.raises(V.InputError) as err:
+        V.run_validation(path, ("value",), split_file=None)
+    assert err.value.key == "--by" and "attention_dp" in err.value.expected

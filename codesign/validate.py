@@ -253,7 +253,7 @@ class Row:
         if cap is None:
             return None
         if own and self.engine_max_batch is not None:
-            cap = self.engine_max_batch
+            cap = self.engine_max_batch * self.pp  # max_batch_size per micro-batch, PP of them
         return cap * (self.tp if self.attention_dp_on else 1)
 
     @property
@@ -404,29 +404,45 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
     def positive(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
+    known_keys = {"source", "cite", "table_source", "default_max_batch_size", "engines"}
     out = []
     for i, entry in enumerate(entries):
         key = f"benchmark[{i}]"
+        stray = sorted(set(entry) - known_keys)
+        if stray:
+            raise InputError("unknown key in a benchmark entry", file=path, key=f"{key}.{stray[0]}",
+                             expected=f"only {', '.join(sorted(known_keys))}")
         source, default, models = entry.get("source"), entry.get("default_max_batch_size"), entry.get("engines", {})
         if not isinstance(source, str) or not source or not positive(default) or not isinstance(models, dict):
             raise InputError("a benchmark entry needs a source (text), a positive default_max_batch_size and an "
                              "engines table", file=path, key=key, expected=expected)
         engines: dict[tuple[str, int], dict[str | int, int]] = {}
+        named: dict[str, str] = {}
         for name, layouts in models.items():
+            mkey = f"{key}.engines.{name}"
             model = resolve_workload(name)
-            if model is None or not isinstance(layouts, dict):
-                raise InputError("unknown model in the engine table", file=path, key=f"{key}.engines.{name}",
-                                 value=name, expected="a Hugging Face name the catalog knows (a workload's aliases)")
+            if model is None:
+                raise InputError("unknown model in the engine table", file=path, key=mkey, value=name,
+                                 expected="a Hugging Face name the catalog knows (a workload's aliases)")
+            if model in named:
+                raise InputError(f"two names for one catalog model ({named[model]!r} and {name!r} are both {model})",
+                                 file=path, key=mkey, value=name, expected="one entry per model")
+            named[model] = name
+            if not isinstance(layouts, dict):
+                raise InputError("malformed engine model entry", file=path, key=mkey, value=layouts,
+                                 expected="a table of tp<N> layouts")
             for layout, by_len in layouts.items():
-                lkey = f"{key}.engines.{name}.{layout}"
-                if not (layout.startswith("tp") and layout[2:].isdigit() and int(layout[2:]) >= 1) \
-                        or not isinstance(by_len, dict) or "general" not in by_len:
-                    raise InputError("malformed engine layout", file=path, key=lkey, value=layout,
-                                     expected='tp<N> = { general = [max_batch_size, max_num_tokens], ... }')
+                lkey = f"{mkey}.{layout}"
+                if not (layout.startswith("tp") and layout[2:].isdigit() and int(layout[2:]) >= 1):
+                    raise InputError("malformed engine layout name", file=path, key=lkey, value=layout,
+                                     expected="tp<N>, N >= 1 (PP 1 engines only)")
+                if not isinstance(by_len, dict) or "general" not in by_len:
+                    raise InputError("malformed engine layout", file=path, key=lkey, value=by_len,
+                                     expected='{ general = [max_batch_size, max_num_tokens], <max_seq_len> = [...] }')
                 sizes: dict[str | int, int] = {}
                 for length, pair in by_len.items():
-                    if (not (length == "general" or length.isdigit()) or not isinstance(pair, list) or len(pair) != 2
-                            or not all(positive(v) for v in pair)):
+                    if (not (length == "general" or (length.isdigit() and int(length) >= 1)) or not isinstance(pair, list)
+                            or len(pair) != 2 or not all(positive(v) for v in pair)):
                         raise InputError("malformed engine limits", file=path, key=f"{lkey}.{length}", value=pair,
                                          expected='"general" or a max_seq_len = [max_batch_size, max_num_tokens], '
                                                   'positive integers')
@@ -782,7 +798,11 @@ def engine_state_B(row: Row) -> float:
 
     if row.engine_max_batch is None:
         return 0.0
-    slots = row.engine_max_batch * (row.tp if row.attention_dp_on else 1)
+    # a device holds its own executor's slots: under attention DP each rank has its own
+    # max_batch_size (``engine_cap`` multiplies the replica's batch by TP, not the state); with
+    # PP the runtime keeps max_batch_size slots per micro-batch (``mMaxNumSequences`` = PP x
+    # max_batch_size), all on the last stage's ranks, which bind: charged on every device
+    slots = row.engine_max_batch * row.pp
     per_slot = decoder_state_per_slot_B(load_workload(row.model).vocab_size, row.tp, row.isl + row.osl)
     return float(slots * per_slot)
 
@@ -827,7 +847,9 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
     MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
     if row.concurrency is not None:
-        return math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
+        b = math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
+        own = row.engine_cap(ENGINE_MAX_BATCH) if own_cap and row.engine_max_batch is not None else None
+        return b if own is None else min(b, max(row.batch_step, own // row.batch_step * row.batch_step))
     if mem is None:
         usable, f = max(fp.usable_B - fp.engine_state_B, 0.0), fp.kv_free_fraction
     else:

@@ -51,8 +51,8 @@ def _csv(tmp_path: Path, rows: list[dict]) -> list[V.Row]:
 
 def test_decoding_state_per_slot_is_hand_derived():
     assert V.decoder_state_per_slot_B(151_936, 1, 32_768) == 4_414_976
-    assert 2048 * 4_414_976 == 9_041_870_848
-    assert 9_041_870_848 / GiB == pytest.approx(2.66 + 5.76, abs=0.005)  # the published log
+    # the published log's "runtime buffers" + "decoder" (its GB are GiB), 2,048 slots assumed
+    assert 2048 * V.decoder_state_per_slot_B(151_936, 1, 32_768) / GiB == pytest.approx(2.66 + 5.76, abs=0.005)
     assert V.decoder_state_per_slot_B(128_256, 2, 4096) == 2_794_496
     assert V.decoder_state_per_slot_B(32_000, 3, 0) == 4 * 32_001 * 4 + 32_000 * 4 + 65_536
 
@@ -87,8 +87,7 @@ def test_the_slots_state_comes_out_of_the_kv_cache_by_hand(tmp_path):
     fp = V.footprint(r)
     assert (fp.weights_B, fp.kv_per_sequence_B, fp.raw_capacity_B) == (70_553_706_496, 671_088_640, 80 * GiB)
     assert fp.engine_state_B == 2048 * 2_794_496 == 5_723_127_808
-    assert V.batch_from(r, fp, MEM, None) == 8
-    assert 0.9 * (80 * GiB - 2.75 * GiB - 5_723_127_808 - 70_553_706_496) / 671_088_640 == pytest.approx(8.95, abs=0.01)
+    assert V.batch_from(r, fp, MEM, None) == 8  # 0.9 (80 - 2.75 GiB - 5.723 - 70.554 GB) / 0.671 GB = 8.95
     bare = V.Footprint(fp.weights_B, fp.kv_per_sequence_B, fp.raw_capacity_B, fp.usable_B, fp.kv_free_fraction)
     assert V.batch_from(r, bare, MEM, None) == 16
     # the model's audit with the state taken off its limit agrees with the affine rule
@@ -105,6 +104,28 @@ def test_a_layout_the_state_leaves_no_room_says_so(tmp_path):
     assert "decoding state for 8192 slots" in choice.reason
 
 
+def test_attention_dp_pp_and_fixed_concurrency_rows_by_hand(tmp_path):
+    """Under attention DP every rank runs its own executor: the replica's cap is TP x max_batch_size,
+    but a device holds only its own rank's slots. With PP 2 the runtime keeps max_batch_size slots
+    per micro-batch: a cap of 2 x 128 and 256 slots' state. A fixed-concurrency row is capped by its
+    engine too (200 requested, 96 slots)."""
+    rows = _csv(tmp_path, [
+        dict(id="adp", model="llama-3.1-70b", gpu="h200-sxm", tp=8, attention_dp=8, precision="fp8", isl=1000,
+             osl=1000, max_batch_size=256),
+        dict(id="pp", model="llama-3.1-70b", gpu="h200-sxm", num_gpus=4, tp=2, pp=2, precision="fp8", isl=1000,
+             osl=1000, max_batch_size=128),
+        dict(id="conc", model="llama-3.1-8b", gpu="h100-sxm", tp=1, precision="fp8", isl=1000, osl=1000,
+             concurrency=200, max_batch_size=96),
+    ])
+    adp, pp, conc = rows
+    per_slot = 2_630_656 + 40 * 2000  # Llama 3.1's vocabulary, unpadded at TP 2 and 8
+    assert V.decoder_state_per_slot_B(128_256, 8, 2000) == V.decoder_state_per_slot_B(128_256, 2, 2000) == per_slot
+    assert adp.engine_cap(V.ENGINE_MAX_BATCH) == 8 * 256 and V.engine_state_B(adp) == 256 * per_slot
+    assert pp.engine_cap(V.ENGINE_MAX_BATCH) == 256 and V.engine_state_B(pp) == 256 * per_slot
+    assert V.batch_from(conc, V.footprint(conc), None, V.ENGINE_MAX_BATCH) == 96
+    assert V.batch_from(conc, V.footprint(conc), None, V.ENGINE_MAX_BATCH, own_cap=False) == 200
+
+
 @pytest.mark.parametrize(("text", "key"), [
     ('[[benchmark]]\nsource = "x"\n', "benchmark[0]"),
     ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."no/such-model"]\n'
@@ -114,13 +135,21 @@ def test_a_layout_the_state_leaves_no_room_says_so(tmp_path):
     ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\n'
      'pp1 = { general = [2048, 8192] }\n', "benchmark[0].engines.meta-llama/Meta-Llama-3-8B.pp1"),
     ('stray = 1\n', "stray"),
+    ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\nengine = {}\n', "benchmark[0].engine"),
+    ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\n'
+     'tp1 = { general = [2048, 8192], 0 = [1, 1] }\n', "benchmark[0].engines.meta-llama/Meta-Llama-3-8B.tp1.0"),
+    ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\n'
+     'tp1 = { general = [2048, 8192] }\n[benchmark.engines."meta-llama/Llama-3.1-8B"]\ntp1 = { general = [9, 9] }\n',
+     "benchmark[0].engines.meta-llama/Llama-3.1-8B"),
+    ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines]\n"meta-llama/Meta-Llama-3-8B" = 3\n',
+     "benchmark[0].engines.meta-llama/Meta-Llama-3-8B"),
 ])
 def test_a_malformed_engine_table_names_the_key(tmp_path, text, key):
     path = tmp_path / "engines.toml"
     path.write_text(text)
     with pytest.raises(InputError) as err:
         V.read_benchmark_engines(path)
-    assert err.value.key == key
+    assert err.value.key == key and err.value.file is not None and (err.value.expected or "")
 
 
 def test_the_shipped_table_reads():

@@ -368,13 +368,14 @@ def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tu
 @dataclass(frozen=True)
 class BenchmarkEngines:
     """One benchmark's engines (``benchmark_engines.toml``): (catalog model, TP) -> {"general" or
-    max_seq_len: max_batch_size}, and the maximum batch of a layout the table lacks."""
+    max_seq_len: max_batch_size}, and the maximum batch of a layout the table lacks (None: unknown,
+    the row gets no engine rule)."""
 
     source: str
-    default_max_batch: int
+    default_max_batch: int | None
     engines: dict[tuple[str, int], dict[str | int, int]]
 
-    def max_batch(self, model: str, tp: int, pp: int, max_seq_len: int) -> int:
+    def max_batch(self, model: str, tp: int, pp: int, max_seq_len: int) -> int | None:
         entry = self.engines.get((model, tp)) if pp == 1 else None
         if entry is None:
             return self.default_max_batch
@@ -393,7 +394,7 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read the benchmarks' engines: {exc}", file=path) from None
-    expected = ('[[benchmark]] source = "owner/repo@commit:path", default_max_batch_size = n, '
+    expected = ('[[benchmark]] source = "owner/repo@commit:path", [default_max_batch_size = n,] '
                 '[benchmark.engines."<HF model>"] tp<N> = { general = [max_batch_size, max_num_tokens], <max_seq_len> = [...] }')
     entries = data.get("benchmark", [])
     unknown = sorted(set(data) - {"benchmark"})
@@ -413,9 +414,10 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
             raise InputError("unknown key in a benchmark entry", file=path, key=f"{key}.{stray[0]}",
                              expected=f"only {', '.join(sorted(known_keys))}")
         source, default, models = entry.get("source"), entry.get("default_max_batch_size"), entry.get("engines", {})
-        if not isinstance(source, str) or not source or not positive(default) or not isinstance(models, dict):
-            raise InputError("a benchmark entry needs a source (text), a positive default_max_batch_size and an "
-                             "engines table", file=path, key=key, expected=expected)
+        if (not isinstance(source, str) or not source or (default is not None and not positive(default))
+                or not isinstance(models, dict)):
+            raise InputError("a benchmark entry needs a source (text) and an engines table (and, if given, a "
+                             "positive default_max_batch_size)", file=path, key=key, expected=expected)
         engines: dict[tuple[str, int], dict[str | int, int]] = {}
         named: dict[str, str] = {}
         for name, layouts in models.items():

@@ -70,8 +70,8 @@ def test_the_overview_rows_get_their_engines_from_the_table(tmp_path):
         dict(id="i", model="llama-3.1-8b", gpu="h100-sxm", tp=1, precision="fp8", isl=128, osl=128, max_batch_size=96),
     ])
     got = {r.id: r.engine_max_batch for r in rows}
-    # TP 2 at max_seq_len 4,096 has its own entry; Mixtral TP 8 is not in the table (the default);
-    # an unlisted source has no engine; a CSV column wins
+    # TP 2 at max_seq_len 4,096 has its own entry; Mixtral TP 8 is not in the table (the assumed
+    # default); an unlisted source has no engine; a CSV column wins
     assert got == {"a": 2048, "b": 256, "c": 2048, "d": 8192, "e": 8192, "f": 2048, "g": 2048, "h": None, "i": 96}
     by = {r.id: r for r in rows}
     # the row's own engine replaces the heuristic's 4096; without an engine the 4096 stays
@@ -127,7 +127,7 @@ def test_attention_dp_pp_and_fixed_concurrency_rows_by_hand(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "key"), [
-    ('[[benchmark]]\nsource = "x"\n', "benchmark[0]"),
+    ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 0\n', "benchmark[0]"),
     ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."no/such-model"]\n'
      'tp1 = { general = [1, 1] }\n', "benchmark[0].engines.no/such-model"),
     ('[[benchmark]]\nsource = "x"\ndefault_max_batch_size = 2048\n[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\n'
@@ -159,6 +159,14 @@ def test_the_shipped_table_reads():
     assert overview.max_batch("llama-3.1-70b", 2, 1, 2000) == 256
     assert overview.max_batch("llama-3.1-70b", 2, 2, 4096) == 2048  # PP > 1: not in the table, the default
     assert overview.max_batch("llama-3.1-405b", 8, 1, 2000) == 2048
+
+
+def test_without_a_default_a_layout_the_table_lacks_has_no_engine(tmp_path):
+    path = tmp_path / "engines.toml"
+    path.write_text('[[benchmark]]\nsource = "x"\n'
+                    '[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\ntp1 = { general = [1024, 8192] }\n')
+    (b,) = V.read_benchmark_engines(path)
+    assert b.max_batch("llama-3.1-8b", 1, 1, 256) == 1024 and b.max_batch("llama-3.1-8b", 2, 1, 256) is None
 
 
 def test_the_report_counts_the_rows_whose_engine_is_unknown(tmp_path):

@@ -53,7 +53,7 @@ takes them off a step whose hidden-size tensor (tokens x hidden x 2 B) fits in h
 (``sram_MiB``): read back from cache by the next kernel instead of DRAM.
 
 And (VALIDATION.md §6.9), an engine's own limits: ``engine-table-batch`` caps the batch at the
-maximum of trtllm-bench's per-model table (``ENGINE_TABLE``, the release line before the tuning
+maximum of trtllm-bench's per-model table (``engine_table_limits``, the release line before the tuning
 heuristic; not the 0.14 release's own), ``engine-table-tokens`` charges the round's iterations
 beyond OSL that the table's tokens per iteration force (each paying the decode step's weights,
 ring steps, layers and link latency), ``engine-table`` both, and ``engine-heuristic-tokens`` the
@@ -157,29 +157,20 @@ def _replicated_activations(factor: float, phases: tuple[str, ...]) -> Callable[
     return change
 
 
-#: trtllm-bench's per-model engine table of the release line that still read one
-#: (``tensorrt_llm/bench/build/benchmark_config.yml`` at NVIDIA/TensorRT-LLM@8fcf9fc21589b366c3f79da100e289b78b7d118c):
-#: per TP degree (PP 1), (max_batch_size, max_num_tokens) under "general", overridden for one
-#: max_seq_len (ISL + OSL) where the table has an entry for it. Its models are Llama 3 70B, Llama 3 8B
-#: and Mixtral 8x7B, read here for the catalog's Llama 3.1 70B and 8B (the same shapes; the overview's
-#: Llama 3 and 3.1 70B tables repeat to 1.15 %, VALIDATION.md §5.8) and Mixtral 8x7B. It has no
-#: Mixtral entry at TP 8, which the 0.14 overview measured: the table of that release differs from
-#: this one at least there, and none of its values is known to be that release's.
-ENGINE_TABLE: dict[str, dict[int, dict[int | str, tuple[int, int]]]] = {
-    "llama-3.1-70b": {1: {"general": (2048, 2048)}, 2: {"general": (256, 1024), 4096: (2048, 1024)},
-                      4: {"general": (2048, 1024)}, 8: {"general": (8192, 16384)}},
-    "llama-3.1-8b": {1: {"general": (2048, 8192)}},
-    "mixtral-8x7b": {2: {"general": (2048, 3072)}, 4: {"general": (8192, 8192)}},
-}
-
-
 def engine_table_limits(row: V.Row) -> tuple[int, int] | None:
-    """(max batch, max tokens per iteration) of ``row``'s engine in ENGINE_TABLE, or None (no entry
-    for its model and TP degree, or PP > 1)."""
-    entry = ENGINE_TABLE.get(row.model, {}).get(row.tp) if row.pp == 1 else None
-    if entry is None:
-        return None
-    return entry.get(row.isl + row.osl, entry["general"])
+    """(max batch, max tokens per iteration) of ``row``'s engine in trtllm-bench's per-model table
+    as the shipped ``benchmark_engines.toml`` holds it for the 0.14 overview (the public version at
+    NVIDIA/TensorRT-LLM@8fcf9fc; Llama 3 entries read for Llama 3.1; VALIDATION.md §5.16, §6.9), or
+    None (no entry for its model and TP degree, or PP > 1). Since fix 16 the validation itself
+    applies the max batch and the slots' state; the probes here are fix 14's experiments, and apply
+    the table to a row of any source, as they did."""
+    (engines,) = [e for e in V.read_benchmark_engines() if e.source == OVERVIEW_SOURCE]
+    return engines.limits(row.model, row.tp, row.pp, row.isl + row.osl)
+
+
+#: the 0.14 overview's source in ``benchmark_engines.toml`` (whose engine table the probes read)
+OVERVIEW_SOURCE = ("arthurrasmusson/TensorRT-LLM@e00d4e6564921307dd264b61fe1d46f116095e0e:"
+                   "docs/source/performance/perf-overview.md")
 
 
 def extra_iterations(batch: float, isl: int, osl: int, max_tokens: int) -> float:
@@ -227,7 +218,7 @@ def _with_iteration_weights(base: Callable[[dict[str, Any], dict[str, Any]], Any
 
 
 def _engine_table_iterations(row: V.Row, t: V.RowTerms) -> None:
-    """``_charge_iterations`` under ENGINE_TABLE's token budget (nothing where it has no entry)."""
+    """``_charge_iterations`` under the engine table's token budget (nothing where it has no entry)."""
     limits = engine_table_limits(row)
     if limits is not None:
         _charge_iterations(row, t, limits[1])
@@ -392,7 +383,7 @@ FORM_PROBES: dict[str, Probe] = {
     "reserve-pcie-as-sxm": Probe(reserve=lambda row, r: _a100_sxm_reserve_GiB() if row.gpu == "a100-pcie-80gb" else r),
     # §6.8: a step's whole-tensor activations kept in L2 where they fit (a term change, run by name)
     "replicated-activations-in-l2": Probe(terms=_replicated_activations_in_l2),
-    # §6.9: the engine limits of trtllm-bench's per-model table (ENGINE_TABLE): its maximum batch,
+    # §6.9: the engine limits of trtllm-bench's per-model table (engine_table_limits): its maximum batch,
     # its tokens per iteration (the round's extra iterations paying each step's fixed cost), both
     "engine-table-batch": Probe(batch_cap=_engine_table_batch),
     "engine-table-tokens": Probe(terms=_engine_table_iterations, iteration_weights=True),

@@ -368,18 +368,21 @@ def _requests_of(source: str, isl: int, osl: int, known: list[tuple[str, dict[tu
 @dataclass(frozen=True)
 class BenchmarkEngines:
     """One benchmark's engines (``benchmark_engines.toml``): (catalog model, TP) -> {"general" or
-    max_seq_len: max_batch_size}, and the maximum batch of a layout the table lacks (None: unknown,
-    the row gets no engine rule)."""
+    max_seq_len: (max_batch_size, max_num_tokens)}, and the maximum batch of a layout the table
+    lacks (None: unknown, the row gets no engine rule)."""
 
     source: str
     default_max_batch: int | None
-    engines: dict[tuple[str, int], dict[str | int, int]]
+    engines: dict[tuple[str, int], dict[str | int, tuple[int, int]]]
+
+    def limits(self, model: str, tp: int, pp: int, max_seq_len: int) -> tuple[int, int] | None:
+        """(max_batch_size, max_num_tokens) of the table's engine for the layout, None if it has none."""
+        entry = self.engines.get((model, tp)) if pp == 1 else None
+        return None if entry is None else entry.get(max_seq_len, entry["general"])
 
     def max_batch(self, model: str, tp: int, pp: int, max_seq_len: int) -> int | None:
-        entry = self.engines.get((model, tp)) if pp == 1 else None
-        if entry is None:
-            return self.default_max_batch
-        return entry.get(max_seq_len, entry["general"])
+        lim = self.limits(model, tp, pp, max_seq_len)
+        return self.default_max_batch if lim is None else lim[0]
 
 
 def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngines]:
@@ -418,7 +421,7 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
                 or not isinstance(models, dict)):
             raise InputError("a benchmark entry needs a source (text) and an engines table (and, if given, a "
                              "positive default_max_batch_size)", file=path, key=key, expected=expected)
-        engines: dict[tuple[str, int], dict[str | int, int]] = {}
+        engines: dict[tuple[str, int], dict[str | int, tuple[int, int]]] = {}
         named: dict[str, str] = {}
         for name, layouts in models.items():
             mkey = f"{key}.engines.{name}"
@@ -441,14 +444,14 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
                 if not isinstance(by_len, dict) or "general" not in by_len:
                     raise InputError("malformed engine layout", file=path, key=lkey, value=by_len,
                                      expected='{ general = [max_batch_size, max_num_tokens], <max_seq_len> = [...] }')
-                sizes: dict[str | int, int] = {}
+                sizes: dict[str | int, tuple[int, int]] = {}
                 for length, pair in by_len.items():
                     if (not (length == "general" or (length.isdigit() and int(length) >= 1)) or not isinstance(pair, list)
                             or len(pair) != 2 or not all(positive(v) for v in pair)):
                         raise InputError("malformed engine limits", file=path, key=f"{lkey}.{length}", value=pair,
                                          expected='"general" or a max_seq_len = [max_batch_size, max_num_tokens], '
                                                   'positive integers')
-                    sizes["general" if length == "general" else int(length)] = pair[0]
+                    sizes["general" if length == "general" else int(length)] = (pair[0], pair[1])
                 engines[(model, int(layout[2:]))] = sizes
         out.append(BenchmarkEngines(source, default, engines))
     return sorted(out, key=lambda e: -len(e.source))  # longest prefix first

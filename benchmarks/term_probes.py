@@ -93,6 +93,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +165,14 @@ def engine_table_limits(row: V.Row) -> tuple[int, int] | None:
     None (no entry for its model and TP degree, or PP > 1). Since fix 16 the validation itself
     applies the max batch and the slots' state; the probes here are fix 14's experiments, and apply
     the table to a row of any source, as they did."""
+    return _overview_engines().limits(row.model, row.tp, row.pp, row.isl + row.osl)
+
+
+@cache
+def _overview_engines() -> V.BenchmarkEngines:
+    """The overview's entry of the shipped engine table, read once (the probes ask per row and batch)."""
     (engines,) = [e for e in V.read_benchmark_engines() if e.source == OVERVIEW_SOURCE]
-    return engines.limits(row.model, row.tp, row.pp, row.isl + row.osl)
+    return engines
 
 
 #: the 0.14 overview's source in ``benchmark_engines.toml`` (whose engine table the probes read)

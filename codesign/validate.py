@@ -100,9 +100,9 @@ def benchmark_engines_path() -> Path:
 #: Read on the runtime of the 0.14-0.15 release line (arthurrasmusson/TensorRT-LLM@e00d4e6, its
 #: batch_manager; NVIDIA/TensorRT-LLM ``gptDecoderBatched.cpp``, ``decodingLayerWorkspace.cpp``,
 #: ``penaltyLayer.cpp``, ``samplingTopKKernels.h``). The count reproduces a published log to three
-#: figures (NVIDIA/TensorRT-LLM issue #1188, 2024-11-21: Qwen2.5 0.5B, vocabulary 151,936, 2,048
-#: slots, max_seq_len 32,768: "2.66 GB for runtime buffers", "5.76 GB for decoder"; this formula
-#: gives 2.659 and 5.762 GiB). TensorRT-LLM's memory guide says the same in words: "Before KV cache
+#: figures (NVIDIA/TensorRT-LLM issue #1188, 2024-11-21: Qwen2.5 0.5B, vocabulary 151,936: "2.66 GB
+#: for runtime buffers", "5.76 GB for decoder"; this formula gives 2.659 and 5.762 GiB at 2,048 slots
+#: and max_seq_len 32,768, trtllm-build's defaults then, which the log does not print: assumed). TensorRT-LLM's memory guide says the same in words: "Before KV cache
 #: blocks are allocated, some amount of GPU memory are pre-allocated by C++ runtime for storing I/O
 #: tensors of TensorRT engine and the decoupled dynamic decoder, it's allocated based on runtime
 #: max_batch_size and max_seq_len" (docs/source/reference/memory.md §3.1).
@@ -252,9 +252,18 @@ class Row:
         ``own=False``: ``cap`` even where the row's engine is known (``Variant.no_engine_cap``)."""
         if cap is None:
             return None
-        if own and self.engine_max_batch is not None:
-            cap = self.engine_max_batch * self.pp  # max_batch_size per micro-batch, PP of them
+        if own and self.own_engine_cap is not None:
+            return self.own_engine_cap
         return cap * (self.tp if self.attention_dp_on else 1)
+
+    @property
+    def own_engine_cap(self) -> int | None:
+        """The row's own engine's maximum batch for one replica: ``engine_max_batch`` per
+        micro-batch (PP of them), times TP under attention DP (one executor per rank); None if the
+        engine is unknown."""
+        if self.engine_max_batch is None:
+            return None
+        return self.engine_max_batch * self.pp * (self.tp if self.attention_dp_on else 1)
 
     @property
     def batch_step(self) -> int:
@@ -853,7 +862,7 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
     if row.concurrency is not None:
         b = math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
-        own = row.engine_cap(ENGINE_MAX_BATCH) if own_cap and row.engine_max_batch is not None else None
+        own = row.own_engine_cap if own_cap else None
         return b if own is None else min(b, max(row.batch_step, own // row.batch_step * row.batch_step))
     if mem is None:
         usable, f = max(fp.usable_B - fp.engine_state_B, 0.0), fp.kv_free_fraction

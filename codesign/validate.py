@@ -123,6 +123,13 @@ def decoder_state_per_slot_B(vocab_size: int, tp: int, max_seq_len: int) -> int:
 #: calibration fields fitted per family by the simplex search, and their physical bounds
 FIT_FIELDS = ("compute_efficiency", "memory_efficiency", "network_efficiency", "layer_overhead_us", "stream_overlap",
               "collective_step_latency_us")
+#: fields of FIT_FIELDS every family holds instead of fitting: the compute and memory streams of a
+#: step add (o = 0, eq. 5.3). Fitted per family, o came out 0 for ampere-pcie and the pooled fit,
+#: 0.09 for hopper, 0.25 for ampere and 1.0 for ada, where ada's compute efficiency fell to 0.46
+#: to make up for it; held at 0, every family's compute efficiency is 0.67-0.84 and the rows no
+#: calibration was fitted on are predicted better (VALIDATION.md §5.17). ``Variant.fit_overlap``
+#: fits it again
+HELD_FIELDS: tuple[tuple[str, float], ...] = (("stream_overlap", 0.0),)
 #: the die's bandwidth cap (eq. 3.21a): fitted too, but only for a family whose chips differ in
 #: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
 #: from the memory efficiency and stays unset
@@ -559,10 +566,13 @@ class Variant:
     measured by :func:`proposals` (VALIDATION.md §6)."""
 
     name: str = "model"
-    #: calibration fields held at a value instead of fitted (the model fits all of FIT_FIELDS),
-    #: e.g. ``(("stream_overlap", 1.0),)``: the roofline max of the compute and memory streams
-    #: (the model before VALIDATION.md §5.1)
+    #: calibration fields held at a value instead of fitted, on top of HELD_FIELDS (a field given
+    #: here wins), e.g. ``(("stream_overlap", 1.0),)``: the roofline max of the compute and memory
+    #: streams (the model before VALIDATION.md §5.1)
     fixed: tuple[tuple[str, float], ...] = ()
+    #: fit the stream overlap per family instead of holding it at HELD_FIELDS' 0 (the model of
+    #: fixes 1-16, VALIDATION.md §5.17)
+    fit_overlap: bool = False
     #: ablation of §5.3: embedding and LM head at the weights' precision (not at least 16 bit)
     embeddings_at_weight_precision: bool = False
     #: memory rule. "engine": the model's KV <= f (u C - W - R) with f = [default]
@@ -626,7 +636,8 @@ class Variant:
 
     @property
     def fixed_values(self) -> dict[str, float]:
-        return dict(self.fixed)
+        held = {k: v for k, v in HELD_FIELDS if not (self.fit_overlap and k == "stream_overlap")}
+        return {**held, **dict(self.fixed)}
 
 
 MODEL = Variant()
@@ -1669,8 +1680,9 @@ def fit_calibration(
     """Fit the calibration per chip family on the split's ``fit`` rows (and, with ``pooled`` and
     every family, one calibration on all of them together for the chips of unmeasured families, key POOLED).
 
-    Fitted: compute, memory and network efficiency, the per-layer overhead and the stream overlap
-    (bounded by FIT_BOUNDS; fields in ``variant.fixed`` are held), and (``fit_memory``) the memory
+    Fitted: compute, memory and network efficiency, the per-layer overhead and the collective step
+    latency (bounded by FIT_BOUNDS; HELD_FIELDS, the stream overlap at 0, and the fields in
+    ``variant.fixed`` are held; ``variant.fit_overlap`` fits the overlap too), and (``fit_memory``) the memory
     rule's free field by grid search: the runtime reserve R (``memory_rule`` "engine", u = 1, f =
     the file's ``[default]`` kv_cache_free_fraction) or the usable fraction u ("total-fraction").
     The objective is the MAPE of the family's fit rows; ``split_file`` None labels the rows by
@@ -1815,7 +1827,7 @@ def write_calibration(fitted: dict[str, Any], path: str | Path | None = None, *,
     else:
         src += "; every chip not fitted keeps the calibration this file was started from"
     src += ("; [default] (the 3D families) keeps the initial efficiency assumptions, the engine's "
-            "kv_cache_free_fraction and the stream overlap fitted for hopper (0); see VALIDATION.md")
+            "kv_cache_free_fraction and the stream overlap every family holds (0: the streams add); see VALIDATION.md")
 
     def val(v: Any) -> str:
         return repr(float(v)) if isinstance(v, float | int) and not isinstance(v, bool) else json.dumps(v)
@@ -1906,6 +1918,7 @@ _UNDO = {
     "logits-memory": {"no_logits_traffic": True},
     "sockets": {"one_socket": True},
     "engines": {"no_engine_state": True, "no_engine_cap": True},
+    "held-overlap": {"fit_overlap": True},
 }
 
 
@@ -1923,7 +1936,8 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: collective (per call), the logits all-gather, the activation traffic between kernels, the
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
-#: server's two CPU sockets, the benchmark engine's sequence slots (its max batch and their decoding state)
+#: server's two CPU sockets, the benchmark engine's sequence slots (its max batch and their decoding
+#: state), the stream overlap held at 0 for every family instead of fitted
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1939,7 +1953,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+request-cap", "requests"),
     ("+logits-memory", "logits-memory"),
     ("+sockets", "sockets"),
-    ("model", "engines"),
+    ("+engine-slots", "engines"),
+    ("model", "held-overlap"),
 )
 
 
@@ -1981,8 +1996,7 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("engine-slots-state-only", no_engine_cap=True),
     Variant("engine-slots-cap-only", no_engine_state=True),
     # (the sockets' ablation, fix 14, is "+logits-memory" above)
-    # the overlap as one constant (the streams add) instead of fitted per family
-    Variant("stream-overlap-0-everywhere", fixed=(("stream_overlap", 0.0),)),
+    # (fix 17's ablation, the overlap fitted per family instead of held at 0, is "+engine-slots" above)
     # candidate changes not in the model
     Variant("l40s-tp-over-pcie", l40s_tp_over_pcie=True),
     Variant("request-waves", request_waves=True),

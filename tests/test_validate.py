@@ -156,6 +156,37 @@ def test_stream_overlap_interpolates_between_the_max_and_the_sum():
     assert V.step_time(t, cal | {"stream_overlap": 0.5}) == pytest.approx(3.0)
 
 
+
+def test_the_stream_overlap_is_held_at_0_unless_a_variant_fits_or_sets_it():
+    """Fix 17 (VALIDATION.md §5.17): every variant holds o = 0 (a field it sets itself wins) unless
+    it asks to fit it. On a stand-in objective whose minimum is at o = 0.3 and compute efficiency
+    0.6, the model's fit leaves o at exactly 0 and finds the efficiency; asked (``fit_overlap``),
+    it finds both."""
+    assert V.MODEL.fixed_values == {"stream_overlap": 0.0}
+    assert V.Variant(fixed=(("network_efficiency", 0.5),)).fixed_values == {"stream_overlap": 0.0,
+                                                                           "network_efficiency": 0.5}
+    assert V.Variant(fixed=(("stream_overlap", 1.0),)).fixed_values == {"stream_overlap": 1.0}
+    assert V.Variant(fit_overlap=True).fixed_values == {}
+
+    class Stand:  # MAPE-like: 100 x the distance to (o, ce) = (0.3, 0.6), the other fields free and flat
+        rows: tuple = ()
+
+        def mape(self, cal, how):
+            return 100 * (abs(cal["stream_overlap"] - 0.3) + abs(cal["compute_efficiency"] - 0.6))
+
+    base = calibration_for("h100-sxm").model_dump()
+    held, _ = V.fit_stack(Stand(), {**base, **V.MODEL.fixed_values}, V.MODEL)
+    assert held["stream_overlap"] == 0.0
+    assert held["compute_efficiency"] == pytest.approx(0.6, abs=1e-3)
+    how = V.Variant(fit_overlap=True)
+    fitted, _ = V.fit_stack(Stand(), {**base, **how.fixed_values}, how)
+    assert fitted["stream_overlap"] == pytest.approx(0.3, abs=1e-3)
+
+
+def test_the_shipped_calibration_holds_the_overlap_at_0_for_every_measured_family():
+    for chip in ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-pcie-80gb", "l40s", "b200"):
+        assert calibration_for(chip).stream_overlap == 0.0, chip
+
 def test_the_host_time_is_paid_per_sequence_of_a_step(tmp_path, monkeypatch):
     """eq. 5.3's host term: 100 sequences x 10 us = 1 ms on top of the rest of the step, in the
     re-composition and in evaluate itself (a calibration file with host_us_per_sequence = 10 for

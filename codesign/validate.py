@@ -45,6 +45,11 @@ import numpy as np
 
 from codesign.errors import InputError
 
+# the runtime's decoding state per sequence slot (model.md eq. 4.14b; VALIDATION.md §5.16)
+from codesign.model.schedule import (
+    decoder_state_per_slot_B,
+)
+
 
 def chip_families() -> dict[str, tuple[str, ...]]:
     """Calibration family -> catalog chip ids, from each chip's ``family`` (a chip without one is
@@ -85,39 +90,6 @@ def benchmark_engines_path() -> Path:
     return instances_dir() / "catalog" / "benchmark_engines.toml"
 
 
-#: TensorRT-LLM's C++ runtime allocates, for each of the engine's ``max_batch_size`` sequence
-#: slots and before it sizes the KV cache from the free memory (``TrtGptModelInflightBatching``:
-#: ``createBuffers``, ``createDecoder``, then ``KVCacheManager::calculateMaxNumBlocks``), at beam
-#: width 1 with the default fp32 logits and TopKTopP decoding:
-#:   - DECODER_VOCAB_ROWS rows of the padded vocabulary x 4 B: the engine's ``logits`` output
-#:     (``runtimeBuffers.cpp``), the penalised logits (``DecodingLayerWorkspace::mRuntimeLogitsDevice``),
-#:     the top-K sampling workspace's ``tempLogProbs`` (the sampling layers share the largest
-#:     workspace; AIR top-P needs about 1/8 row), ``GptDecoderBatched``'s ``embeddingBias``;
-#:   - one row of the unpadded vocabulary x 4 B: the penalty layer's int32 occurrence workspace;
-#:   - DECODER_TOPK_SCRATCH_B: top-K's temporary ids and values (``TOP_K_MAX`` 1024 x 8 x 8 B);
-#:   - DECODER_SEQ_ARRAYS arrays of max_seq_len x 4 B: the cache indirections (3), output ids,
-#:     parent ids, slot output ids (int32) and the log-prob arrays (4, fp32).
-#: Read on the runtime of the 0.14-0.15 release line (arthurrasmusson/TensorRT-LLM@e00d4e6, its
-#: batch_manager; NVIDIA/TensorRT-LLM ``gptDecoderBatched.cpp``, ``decodingLayerWorkspace.cpp``,
-#: ``penaltyLayer.cpp``, ``samplingTopKKernels.h``). The count reproduces a published log to three
-#: figures (NVIDIA/TensorRT-LLM issue #1188, 2024-11-21: Qwen2.5 0.5B, vocabulary 151,936: "2.66 GB
-#: for runtime buffers", "5.76 GB for decoder"; this formula gives 2.659 and 5.762 GiB at 2,048 slots
-#: and max_seq_len 32,768, trtllm-build's defaults then, which the log does not print: assumed). TensorRT-LLM's memory guide says the same in words: "Before KV cache
-#: blocks are allocated, some amount of GPU memory are pre-allocated by C++ runtime for storing I/O
-#: tensors of TensorRT engine and the decoupled dynamic decoder, it's allocated based on runtime
-#: max_batch_size and max_seq_len" (docs/source/reference/memory.md §3.1).
-DECODER_VOCAB_ROWS = 4
-DECODER_TOPK_SCRATCH_B = 1024 * 8 * 8
-DECODER_SEQ_ARRAYS = 10
-
-
-def decoder_state_per_slot_B(vocab_size: int, tp: int, max_seq_len: int) -> int:
-    """Bytes the benchmark engine's runtime allocates per sequence slot before sizing the KV cache,
-    on every TP rank (the decoder runs on each; nothing of it is split): DECODER_VOCAB_ROWS fp32 rows
-    of the vocabulary padded to a multiple of ``tp``, one int32 row of the vocabulary, the top-K
-    scratch, and DECODER_SEQ_ARRAYS 4-byte arrays of ``max_seq_len``."""
-    padded = math.ceil(vocab_size / tp) * tp
-    return DECODER_VOCAB_ROWS * padded * 4 + vocab_size * 4 + DECODER_TOPK_SCRATCH_B + DECODER_SEQ_ARRAYS * 4 * max_seq_len
 
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
@@ -651,7 +623,8 @@ def model_switches(variant: Variant):
     (the 16-bit floor ``workload.EMBEDDING_MIN_BYTES_PER_PARAM`` set to 0), ``no_logits_gather``
     (``schedule.LOGITS_GATHER`` off), ``no_activation_traffic`` (``workload.ACTIVATION_TRAFFIC`` off),
     ``no_logits_traffic`` (``workload.LOGITS_TRAFFIC`` off), ``ring_allreduce``
-    (``network.IN_SWITCH_MIN_RANKS`` infinite) and ``one_socket`` (``network.SOCKETS`` off)."""
+    (``network.IN_SWITCH_MIN_RANKS`` infinite), ``one_socket`` (``network.SOCKETS`` off) and
+    ``no_engine_state`` (``schedule.DECODER_STATE`` off: no sequence's decoding state at all)."""
     from codesign.model import network, schedule, workload
 
     saved = (workload.EMBEDDING_MIN_BYTES_PER_PARAM, schedule.LOGITS_GATHER, workload.ACTIVATION_TRAFFIC,
@@ -659,6 +632,9 @@ def model_switches(variant: Variant):
     saved_switch = network.IN_SWITCH_MIN_RANKS
     saved_embedding = schedule.REPLICATED_EMBEDDING
     saved_sockets = network.SOCKETS
+    saved_state = schedule.DECODER_STATE
+    if variant.no_engine_state:
+        schedule.DECODER_STATE = False
     if variant.one_socket:
         network.SOCKETS = False
     if variant.replicated_embedding:
@@ -681,6 +657,7 @@ def model_switches(variant: Variant):
         network.IN_SWITCH_MIN_RANKS = saved_switch
         schedule.REPLICATED_EMBEDDING = saved_embedding
         network.SOCKETS = saved_sockets
+        schedule.DECODER_STATE = saved_state
 
 
 def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
@@ -797,6 +774,15 @@ class Footprint:
     #: what the row's engine allocates for its sequence slots before it sizes the KV cache
     #: (``engine_state_B``), taken off the usable memory like the reserve: KV <= f (u C - R - S - W)
     engine_state_B: float = 0.0
+    #: the decoding state the model itself charges per sequence of the batch (eq. 4.14b: an engine
+    #: built for the batch, one slot per sequence): with the row's engine known it is part of
+    #: ``engine_state_B`` (that engine has at least the batch's slots), else it is the state
+    state_per_sequence_B: float = 0.0
+
+    def state_B(self, batch: float) -> float:
+        """The decoding state at ``batch``: the row's engine's slots, or the batch's own if more
+        (or if the engine is unknown)."""
+        return max(self.engine_state_B, batch * self.state_per_sequence_B)
 
 
 def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
@@ -812,6 +798,7 @@ def footprint(row: Row, variant: Variant = MODEL) -> Footprint:
         usable_B=_memory_audit(ev).limit,
         kv_free_fraction=kv_cache_free_fraction(),
         engine_state_B=0.0 if variant.no_engine_state else engine_state_B(row),
+        state_per_sequence_B=m["decoder_state_per_device_B"] / row.batch_step,
     )
 
 
@@ -833,11 +820,13 @@ def engine_state_B(row: Row) -> float:
 
 
 def _fits(ev, fp: Footprint) -> bool:
-    """The model's ``memory-capacity-local`` audit with the engine's slot state taken off its limit."""
+    """The model's ``memory-capacity-local`` audit, whose value charges the batch's own decoding
+    state (eq. 4.14b), with the rest of the engine's slots' state taken off its limit."""
     from codesign.model.evaluate import holds
 
     a = _memory_audit(ev)
-    return bool(holds(a.value, a.limit - fp.engine_state_B))
+    own = ev.workload_metrics["main"]["decoder_state_per_device_B"]
+    return bool(holds(a.value, a.limit - max(fp.engine_state_B - own, 0.0)))
 
 
 #: TensorRT-LLM's dynamic batch-size tuner (``executor::DynamicBatchConfig::kDefaultBatchSizeTable``
@@ -876,16 +865,18 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
         own = row.own_engine_cap if own_cap else None
         return b if own is None else min(b, max(row.batch_step, own // row.batch_step * row.batch_step))
     if mem is None:
-        usable, f = max(fp.usable_B - fp.engine_state_B, 0.0), fp.kv_free_fraction
+        room, f = fp.usable_B, fp.kv_free_fraction
     else:
         from codesign.model.hardware import GiB
 
-        usable = max(fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB
-                     - fp.engine_state_B, 0.0)
+        room = fp.raw_capacity_B * mem["usable_memory_fraction"] - mem["runtime_reserve_GiB"] * GiB
         f = mem["kv_cache_free_fraction"]
-    kv = f * (usable - fp.weights_B)
+    # W + b KV / f + max(S, b s) <= room: both W + b KV / f + S and W + b (KV / f + s) must fit
+    free = room - fp.weights_B
     step = row.batch_step
-    b = math.floor(kv / fp.kv_per_sequence_B / step) * step if kv > 0 else 0
+    per_seq = (fp.kv_per_sequence_B / f, fp.kv_per_sequence_B / f + fp.state_per_sequence_B)
+    fits = (free - fp.engine_state_B, free)
+    b = min(math.floor(x / p / step) * step if x > 0 else 0 for x, p in zip(fits, per_seq, strict=True))
     if table:
         b = runtime_batch(b, step)
     cap = row.engine_cap(cap, own_cap)
@@ -1288,7 +1279,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         "isl": row.isl, "osl": row.osl, "concurrency": row.concurrency, "metric": row.metric, "source": row.source,
         "measured": row.value, "num_requests": row.num_requests,
         "batch": choice.batch, "batch_bound": choice.bound,
-        "engine_max_batch": row.engine_max_batch, "engine_state_B": choice.footprint.engine_state_B,
+        "engine_max_batch": row.engine_max_batch, "engine_state_B": choice.footprint.state_B(choice.batch),
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")

@@ -44,9 +44,13 @@ def test_runtime_batch_table_lowers_the_memory_batch_only_in_the_variant():
     r = _row()
     fp = V.footprint(r)
     memory = V.batch_from(r, fp, None, None, requests=False)
-    # the memory rule by hand at the shipped calibration (659 sequences at fix 16's, 605 before)
-    assert memory == math.floor(fp.kv_free_fraction * (fp.usable_B - fp.weights_B) / fp.kv_per_sequence_B)
-    assert V.runtime_batch(memory) < memory  # the table lowers it (659 -> 512: c < 672 -> 512)
+    # the memory rule by hand at the shipped calibration, the row's engine unknown: each sequence's
+    # own decoding state (eq. 4.14b; 4 x 128,256 x 4 + 128,256 x 4 + 65,536 + 40 x 2,176 B per TP
+    # rank) next to its KV claim, W + b (KV / f + s) <= u C - R (641 sequences; 659 without s)
+    assert fp.engine_state_B == 0 and fp.state_per_sequence_B == 2_717_696
+    per_sequence = fp.kv_per_sequence_B / fp.kv_free_fraction + 2_717_696
+    assert memory == math.floor((fp.usable_B - fp.weights_B) / per_sequence)
+    assert V.runtime_batch(memory) < memory  # the table lowers it (641 -> 512: c < 672 -> 512)
     assert V.batch_from(r, fp, None, None, requests=False, table=True) == V.runtime_batch(memory)
 
 

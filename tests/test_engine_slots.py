@@ -176,6 +176,9 @@ def test_the_report_counts_the_rows_whose_engine_is_unknown(tmp_path):
     ])
     recs = [V.predict_row(r) for r in rows]
     assert [r["engine_max_batch"] for r in recs] == [2048, None]
-    assert recs[0]["engine_state_B"] == 2048 * V.decoder_state_per_slot_B(128_256, 1, 256) and recs[1]["engine_state_B"] == 0
+    per_slot = V.decoder_state_per_slot_B(128_256, 1, 256)
+    assert recs[0]["engine_state_B"] == 2048 * per_slot
+    # an unknown engine has at least the batch's own slots (eq. 4.14b)
+    assert recs[1]["batch"] > 0 and recs[1]["engine_state_B"] == recs[1]["batch"] * per_slot
     report = V.ValidationReport(csv="m.csv", by=("model", "gpu"), rows=recs, skipped=[])
     assert report.batch_bounds["no engine known"] == 1

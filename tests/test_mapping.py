@@ -49,6 +49,22 @@ def test_llama405b_layer_costs_by_hand():
     assert p.layer.act_B == 2 * 32 * per_token / 4 == 46_792_704
 
 
+def test_the_last_stage_holds_the_decoding_state_of_every_sequence(monkeypatch):
+    """model.md eq. 4.14b in the mapping model: the last stage samples for all B = 64 sequences and
+    keeps a decoding slot for each: 4 fp32 rows and 1 int32 row of Llama 3.1's 128,256-entry
+    vocabulary, 64 KiB of top-K scratch and 10 x 4 B x 8,192 tokens = 2,958,336 B per slot."""
+    from codesign.model import mapping
+
+    kw = dict(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
+    with_state = problem(**kw)
+    monkeypatch.setattr(mapping, "decoder_state_per_slot_B", lambda *a: 0)
+    without = problem(**kw)
+    per_slot = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 8192
+    assert per_slot == 2_958_336
+    assert with_state.last_store_B - without.last_store_B == 64 * per_slot
+    assert with_state.first_store_B == without.first_store_B
+
+
 def test_period_of_an_all_local_design_by_hand():
     p = problem(devices=2, modules=0, layers=4, batch_per_stage=32, weights=("local",), kv=("local",))
     d = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))

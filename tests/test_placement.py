@@ -62,6 +62,21 @@ def check_brute_equals_mip(raw: dict) -> None:
         assert ev.feasible and ev.objective == pytest.approx(sol.objective, rel=REL)
 
 
+def test_every_rank_holds_its_groups_decoding_state(monkeypatch):
+    """model.md eq. 4.14b in the placement model: the tiny instance's 256 Mixtral sequences over two
+    TP-2 groups put 128 slots on each rank, each slot 4 fp32 rows of the 32,000-entry vocabulary
+    (padded to a multiple of TP 2: itself), 1 int32 row, 64 KiB of top-K scratch and 10 x 4 B x
+    2,048 tokens = 787,456 B."""
+    from codesign.model import placement
+
+    with_state = build_problem(placement_from_data(tiny_raw()))
+    monkeypatch.setattr(placement, "decoder_state_per_slot_B", lambda *a: 0)
+    without = build_problem(placement_from_data(tiny_raw()))
+    per_slot = 4 * 32_000 * 4 + 32_000 * 4 + 65_536 + 40 * 2048
+    assert per_slot == 787_456
+    assert with_state.fixed_store_B - without.fixed_store_B == 128 * per_slot
+
+
 def test_brute_force_equals_mip_tokens_per_s():
     check_brute_equals_mip(tiny_raw())
 

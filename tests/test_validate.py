@@ -43,6 +43,9 @@ GiB = 2**30
 W_8B_FP8 = 9_080_934_400  # embedding and LM head in 16 bit
 EMBED_HEAD_8B = 1_050_673_152
 KV_SEQ_8B_FP8_2000 = 2000 * 65_536
+# the runtime's decoding state of one sequence slot (eq. 4.14b): 4 fp32 rows and 1 int32 row of the
+# 128,256-entry vocabulary, 64 KiB of top-K scratch, 10 x 4 B x 2,000 tokens
+STATE_8B_2000 = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 2000
 ENGINE = {"usable_memory_fraction": 1.0, "runtime_reserve_GiB": 8.0, "kv_cache_free_fraction": 0.9}
 TOTAL_FRACTION = {"usable_memory_fraction": 0.9, "runtime_reserve_GiB": 0.0, "kv_cache_free_fraction": 1.0}
 
@@ -79,16 +82,22 @@ def test_footprint_of_llama8b_fp8_on_h100_is_hand_derived():
     assert fp.raw_capacity_B == 80 * GiB
 
 
-def test_max_batch_llama8b_h100_tp1_engine_rule_is_468_and_old_rule_520():
+def test_max_batch_llama8b_h100_tp1_engine_rule_is_459_and_old_rule_509():
+    """The row's engine is unknown, so each sequence brings its own decoding state (eq. 4.14b):
+    W + b (KV / f + s) <= u C - R."""
     fp = V.footprint(row())
-    assert V.batch_from(row(), fp, ENGINE, None) == 468
+    assert STATE_8B_2000 == 2_710_656 and fp.state_per_sequence_B == STATE_8B_2000 and fp.engine_state_B == 0
+    assert V.batch_from(row(), fp, ENGINE, None) == 459
+    assert (72 * GiB - W_8B_FP8) / (KV_SEQ_8B_FP8_2000 / 0.9 + STATE_8B_2000) == pytest.approx(459.93, abs=0.01)
+    # without the state: 0.9 (72 GiB - W) / KV = 468.48
     assert 0.9 * (72 * GiB - W_8B_FP8) / KV_SEQ_8B_FP8_2000 == pytest.approx(468.48, abs=0.01)
-    assert V.batch_from(row(), fp, TOTAL_FRACTION, None) == 520
+    assert V.batch_from(row(), fp, TOTAL_FRACTION, None) == 509
+    assert (72 * GiB - W_8B_FP8) / (KV_SEQ_8B_FP8_2000 + STATE_8B_2000) == pytest.approx(509.99, abs=0.01)
     # the old model (embedding and LM head at 1 B) admitted 8 sequences more
-    assert (72 * GiB - W_8B_FP8 + EMBED_HEAD_8B) / KV_SEQ_8B_FP8_2000 == pytest.approx(528.56, abs=0.01)
+    assert (72 * GiB - W_8B_FP8 + EMBED_HEAD_8B) / (KV_SEQ_8B_FP8_2000 + STATE_8B_2000) == pytest.approx(517.85, abs=0.01)
     old = V.footprint(row(), V.Variant(embeddings_at_weight_precision=True))
     assert old.weights_B == W_8B_FP8 - EMBED_HEAD_8B
-    assert V.batch_from(row(), old, TOTAL_FRACTION, None) == 528
+    assert V.batch_from(row(), old, TOTAL_FRACTION, None) == 517
     assert V.footprint(row()).weights_B == W_8B_FP8  # the switch is undone on exit
 
 
@@ -97,7 +106,7 @@ def test_max_batch_is_decided_by_the_models_memory_constraint():
 
     cal = calibration_for("h100-sxm")
     usable = 80 * GiB * cal.usable_memory_fraction - cal.runtime_reserve_GiB * GiB
-    expected = math.floor(kv_cache_free_fraction() * (usable - W_8B_FP8) / KV_SEQ_8B_FP8_2000)
+    expected = math.floor((usable - W_8B_FP8) / (KV_SEQ_8B_FP8_2000 / kv_cache_free_fraction() + STATE_8B_2000))
     choice = V.max_batch(row(), cap=None)
     assert choice.batch == expected
     assert V._memory_audit(V.evaluate_row(row(), choice.batch)).ok
@@ -329,7 +338,8 @@ def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():
 
 
 def test_the_memory_constraint_is_the_engine_rule():
-    """memory-capacity-local: W + KV / f <= u C - R (eq. 4.14a, 3.21), which is KV <= f (u C - R - W)."""
+    """memory-capacity-local: W + S + KV / f <= u C - R (eq. 4.14a, 4.14b, 3.21), which is
+    KV <= f (u C - R - S - W), S the decoding state of the batch's own sequence slots."""
     from codesign.model.hardware import kv_cache_free_fraction
 
     ev = V.evaluate_row(row(), 100)
@@ -337,7 +347,8 @@ def test_the_memory_constraint_is_the_engine_rule():
     cal = calibration_for("h100-sxm")
     audit = V._memory_audit(ev)
     assert m["weights_per_device_B"] == W_8B_FP8 and m["kv_per_device_B"] == 100 * KV_SEQ_8B_FP8_2000
-    assert audit.value == pytest.approx(W_8B_FP8 + 100 * KV_SEQ_8B_FP8_2000 / kv_cache_free_fraction())
+    assert m["decoder_state_per_device_B"] == 100 * STATE_8B_2000
+    assert audit.value == pytest.approx(W_8B_FP8 + 100 * STATE_8B_2000 + 100 * KV_SEQ_8B_FP8_2000 / kv_cache_free_fraction())
     assert audit.limit == pytest.approx(80 * GiB * cal.usable_memory_fraction - cal.runtime_reserve_GiB * GiB)
 
 

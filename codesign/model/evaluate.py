@@ -431,6 +431,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
             m[key] = float(st.features[key][0])
         m["weights_per_device_B"] = float(st.features["weights_per_device_B"][0])
         m["kv_per_device_B"] = float(st.features["kv_per_device_B"][0])
+        m["decoder_state_per_device_B"] = float(st.features["decoder_state_per_device_B"][0])
         per_w[w.name] = m
 
     for name, col in HW_METRICS.items():

@@ -65,6 +65,7 @@ from codesign.model.hardware import (
     math_format,
     usable_capacity_B,
 )
+from codesign.model.schedule import decoder_state_per_slot_B
 from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
 
 BITS_PER_BYTE = 8
@@ -194,7 +195,9 @@ def build_problem(inst) -> MappingProblem:
     head_params = w.vocab_size * w.hidden_size
     embed_rows_B = eb * min(m, w.vocab_size) * w.hidden_size
     first_store = eb * head_params
-    last_store = (eb * head_params) + wb * w.hidden_size  # LM head (tied: a second copy) + final norm
+    # LM head (tied: a second copy) + final norm, and the decoding state of the B sequence slots
+    # the last stage samples for (eq. 4.14b of model.md: one stage device, nothing split over TP)
+    last_store = (eb * head_params) + wb * w.hidden_size + s.workload.batch * decoder_state_per_slot_B(w.vocab_size, 1, c)
     # LM head and final norm; the micro-batch's logits from the head through sampling (eq. 2.15l)
     last_read = eb * head_params + wb * w.hidden_size + float(step.bytes_logits)
     # activations between kernels (model.md eq. 2.15j, k; one device per stage, so nothing is

@@ -65,6 +65,7 @@ from codesign.model.hardware import (
     math_format,
     usable_capacity_B,
 )
+from codesign.model.schedule import decoder_state_per_slot_B
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     activation_parts,
@@ -387,6 +388,9 @@ def build_problem(inst) -> PlacementProblem:
         + wb * (L * lp.layer_norms + h)
         + eb * head_params / t
         + kv_store
+        # the decoding state of the group's sequence slots, whole on each of its TP ranks
+        # (eq. 4.14b of model.md)
+        + (B / G) * decoder_state_per_slot_B(w.vocab_size, t, c)
     )
     expert_bytes = wb * lp.routed_expert
     # TP: n_ar all-reduces of M_ar and the logits all-gather of M_lg (16-bit logits of each

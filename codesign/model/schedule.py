@@ -16,6 +16,7 @@ with the hardware features.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,47 @@ LOGITS_GATHER = True
 #: model's, True only for the validation proposal ``replicated-embedding`` (VALIDATION.md §6.4)
 REPLICATED_EMBEDDING = False
 PHASES = ("prefill", "decode")
+
+#: TensorRT-LLM's C++ runtime allocates, for each of the engine's ``max_batch_size`` sequence
+#: slots and before it sizes the KV cache from the free memory (``TrtGptModelInflightBatching``:
+#: ``createBuffers``, ``createDecoder``, then ``KVCacheManager::calculateMaxNumBlocks``), at beam
+#: width 1 with the default fp32 logits and TopKTopP decoding:
+#:   - DECODER_VOCAB_ROWS rows of the padded vocabulary x 4 B: the engine's ``logits`` output
+#:     (``runtimeBuffers.cpp``), the penalised logits (``DecodingLayerWorkspace::mRuntimeLogitsDevice``),
+#:     the top-K sampling workspace's ``tempLogProbs`` (the sampling layers share the largest
+#:     workspace; AIR top-P needs about 1/8 row), ``GptDecoderBatched``'s ``embeddingBias``;
+#:   - one row of the unpadded vocabulary x 4 B: the penalty layer's int32 occurrence workspace;
+#:   - DECODER_TOPK_SCRATCH_B: top-K's temporary ids and values (``TOP_K_MAX`` 1024 x 8 x 8 B);
+#:   - DECODER_SEQ_ARRAYS arrays of max_seq_len x 4 B: the cache indirections (3), output ids,
+#:     parent ids, slot output ids (int32) and the log-prob arrays (4, fp32).
+#: Read on the runtime of the 0.14-0.15 release line (arthurrasmusson/TensorRT-LLM@e00d4e6, its
+#: batch_manager; NVIDIA/TensorRT-LLM ``gptDecoderBatched.cpp``, ``decodingLayerWorkspace.cpp``,
+#: ``penaltyLayer.cpp``, ``samplingTopKKernels.h``). The count reproduces a published log to three
+#: figures (NVIDIA/TensorRT-LLM issue #1188, 2024-11-21: Qwen2.5 0.5B, vocabulary 151,936: "2.66 GB
+#: for runtime buffers", "5.76 GB for decoder"; this formula gives 2.659 and 5.762 GiB at 2,048 slots
+#: and max_seq_len 32,768, trtllm-build's defaults then, which the log does not print: assumed). TensorRT-LLM's memory guide says the same in words: "Before KV cache
+#: blocks are allocated, some amount of GPU memory are pre-allocated by C++ runtime for storing I/O
+#: tensors of TensorRT engine and the decoupled dynamic decoder, it's allocated based on runtime
+#: max_batch_size and max_seq_len" (docs/source/reference/memory.md §3.1).
+DECODER_VOCAB_ROWS = 4
+DECODER_TOPK_SCRATCH_B = 1024 * 8 * 8
+DECODER_SEQ_ARRAYS = 10
+
+
+def decoder_state_per_slot_B(vocab_size: Any, tp: Any, max_seq_len: Any) -> Any:
+    """Bytes the serving engine's runtime allocates per sequence slot before sizing the KV cache,
+    on every TP rank (the decoder runs on each; nothing of it is split): DECODER_VOCAB_ROWS fp32 rows
+    of the vocabulary padded to a multiple of ``tp``, one int32 row of the vocabulary, the top-K
+    scratch, and DECODER_SEQ_ARRAYS 4-byte arrays of ``max_seq_len`` (eq. 4.14b). Integers in,
+    an integer out; arrays of TP degrees give an array."""
+    if isinstance(tp, np.ndarray):
+        padded = np.ceil(vocab_size / tp) * tp
+    else:
+        padded = math.ceil(vocab_size / tp) * tp
+    return DECODER_VOCAB_ROWS * padded * 4 + vocab_size * 4 + DECODER_TOPK_SCRATCH_B + DECODER_SEQ_ARRAYS * 4 * max_seq_len
+#: charge the decoding state of the design's own sequences to its local memory (eq. 4.14b); False
+#: only to measure what it costs (the optimiser before it)
+DECODER_STATE = True
 
 
 @dataclass
@@ -274,7 +316,15 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # the engine sizes its KV pool as the fraction f of the memory left after weights (and the
     # runtime reserve, subtracted from the capacity): KV <= f (C - W - R) <=> W + KV / f <= C - R
     # (eq. 4.14, 4.14a)
-    f["memory_local_B"] = weights_dev * w_local + kv_dev * kv_local / kv_cache_free_fraction()
+    # and before it sizes the pool, the runtime allocates each sequence slot's decoding state
+    # (eq. 4.14b): an engine built for the design's batch has one slot per sequence of it, all on
+    # every TP rank of the last stage (the binding device, as the heavier end of the weights
+    # above); under attention DP a rank keeps only its own sequences' slots. Always in the
+    # device's own memory, whatever the KV cache's tier: W + S + KV / f <= C - R
+    slots_dev = batch * (1.0 - adp * (1.0 - 1.0 / tp))
+    state_dev = slots_dev * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl) * float(DECODER_STATE)
+    f["decoder_state_per_device_B"] = state_dev
+    f["memory_local_B"] = weights_dev * w_local + state_dev + kv_dev * kv_local / kv_cache_free_fraction()
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache
     weights_all = body * wb + (pc.embedding + pc.lm_head) * eb
     f["memory_pool_B"] = weights_all * (1 - w_local) + devices * kv_dev * (1 - kv_local)

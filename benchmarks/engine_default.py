@@ -8,7 +8,8 @@ every family with each alternative for those rows only and reports the held-out 
 MAPE and the groups within 12 %:
 
 - ``default-2048``: the shipped assumption;
-- ``unknown``: no engine rule for them (the heuristic's cap of 4,096, no slots' state);
+- ``unknown``: no engine rule for them (the heuristic's cap of 4,096; each sequence's own slot
+  state, as for any row whose engine is unknown, model.md eq. 4.14b);
 - ``heuristic``: trtllm-bench's tuning heuristic's max batch (``term_probes.engine_limits``).
 
     python benchmarks/engine_default.py      # about 4 minutes; writes validation/engine_default.json

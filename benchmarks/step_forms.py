@@ -1,6 +1,8 @@
 """Per-kernel-class overlap forms of the stage step, tried and not kept (VALIDATION.md §5.11).
 
-The model overlaps a step's three streams by one fitted fraction o (eq. 5.3):
+The model overlaps a step's three streams by one fraction o (eq. 5.3), fitted per family when
+these forms were measured (fix 14's model) and held at 0 since fix 17 (VALIDATION.md §5.17, where
+``act-serial`` is the model itself; these scripts fit every field as ``validate`` fits them):
 
     o max(c, m, p) + (1 - o)(c + m + p)            c compute, m local memory, p pooled memory
 

@@ -669,6 +669,9 @@ def calibrate_cmd(
     fit_8bit: Annotated[bool, typer.Option(
         "--fit-8bit", help="also fit the FP8/INT8 tensor rate's own compute efficiency, for chip families whose fit rows "
                            "run at both an 8-bit and a wider precision (VALIDATION.md §5.15)")] = False,
+    fit_overlap: Annotated[bool, typer.Option(
+        "--fit-overlap", help="also fit the overlap of a step's compute and memory streams per family (0..1) instead "
+                              "of holding it at 0, the streams adding (VALIDATION.md §5.17)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
@@ -694,8 +697,8 @@ def calibrate_cmd(
     # your own file: only the families your rows measure are fitted; every other chip keeps the
     # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
     fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None,
-                               variant=v.Variant("calibrate", fit_host=fit_host, fit_8bit=fit_8bit)
-                               if fit_host or fit_8bit else v.MODEL)
+                               variant=v.Variant("calibrate", fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap)
+                               if fit_host or fit_8bit or fit_overlap else v.MODEL)
     if not fitted:
         if made_split is not None:
             made_split.unlink(missing_ok=True)

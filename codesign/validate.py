@@ -858,8 +858,10 @@ def batch_from(row: Row, fp: Footprint, mem: dict[str, float] | None, cap: int |
     """Largest batch (multiple of ``batch_step``) whose KV cache fits, at most ``cap`` and (if ``requests``)
     the row's requests per replica (``Row.request_limit``); 0 if none fits.
 
-    The rule is the model's: KV <= f (u C - R - W), with (u, R, f) from ``mem`` (the fields of
-    MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with."""
+    The rule is the model's: KV <= f (u C - R - S - W), with (u, R, f) from ``mem`` (the fields of
+    MEMORY_FIELDS) or, if None, the calibration the footprint was evaluated with, and S the
+    decoding state of the larger of the row's engine's slots and the batch's own (eq. 4.14b,
+    ``Footprint.state_B``)."""
     if row.concurrency is not None:
         b = math.ceil(math.ceil(row.concurrency / row.dp) / row.batch_step) * row.batch_step
         own = row.own_engine_cap if own_cap else None
@@ -914,7 +916,8 @@ def max_batch(row: Row, cap: int | None = ENGINE_MAX_BATCH, variant: Variant = M
         usable = (fp.usable_B - fp.engine_state_B) / 1e9
         free = max(usable - w, 0)
         state = (f" (after {fp.engine_state_B / 1e9:.2f} GB of the engine's decoding state for "
-                 f"{row.engine_max_batch} slots)" if fp.engine_state_B else "")
+                 f"{row.engine_max_batch} slots)" if fp.engine_state_B else
+                 f" (each sequence also holds {fp.state_per_sequence_B / 1e6:.1f} MB of decoding state)")
         return BatchChoice(0, fp, reason=(
             f"does not fit: weights {w:.1f} GB per device leave {free:.2f} GB of {usable:.1f} GB "
             f"usable{state}; the KV cache of {step} sequence(s) needs {fp.kv_per_sequence_B * step / 1e9:.2f} GB "
@@ -1293,7 +1296,9 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
     rec.update(
         predicted=pred,
         error_pct=100.0 * (pred - row.value) / row.value,
-        memory_used_fraction=(m["weights_per_device_B"] + m["kv_per_device_B"]) / ev.metrics["raw_capacity_B"],
+        # weights, KV cache and the decoding state of the engine's slots (or the batch's own)
+        memory_used_fraction=(m["weights_per_device_B"] + m["kv_per_device_B"] + choice.footprint.state_B(choice.batch))
+        / ev.metrics["raw_capacity_B"],
         decode_bound=max(dec, key=dec.get),
         decode_step_s=m["decode_step_s"],
         prefill_step_s=m["prefill_step_s"],

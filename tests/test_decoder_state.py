@@ -92,3 +92,23 @@ def test_brute_force_equals_both_solvers_where_the_state_decides_the_batch(solve
         finally:
             schedule.DECODER_STATE = saved
     assert best == {True: with_state, False: without}
+
+
+def test_the_state_stays_in_local_memory_when_weights_and_kv_are_pooled():
+    """Llama 405B FP8 with the Photonic Fabric appliance (pf-llama405b-consistent): whatever tiers
+    hold the weights and the KV cache, each device keeps its slots' state in its own memory, b x
+    (16 x 128,256 + 4 x 128,256 + 65,536 + 40 x 2,048) B; with both pooled it is all the local
+    column holds."""
+    from codesign.instance import load_instance
+
+    t = schedule_table(load_instance("pf-llama405b-consistent"), "main")
+    d, f = t.decisions, t.features
+    slot = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 2048
+    assert f["decoder_state_per_device_B"] == pytest.approx(d["batch"] * slot, rel=1e-12)
+    both_pooled = (d["weights_tier"] == "pooled") & (d["kv_tier"] == "pooled")
+    assert both_pooled.any()
+    assert f["memory_local_B"][both_pooled] == pytest.approx(d["batch"][both_pooled] * slot, rel=1e-12)
+    kv_pooled = d["kv_tier"] == "pooled"
+    local_w = (d["weights_tier"] == "local") & kv_pooled
+    assert f["memory_local_B"][local_w] == pytest.approx(
+        f["weights_per_device_B"][local_w] + d["batch"][local_w] * slot, rel=1e-12)

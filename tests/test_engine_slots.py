@@ -96,6 +96,25 @@ def test_the_slots_state_comes_out_of_the_kv_cache_by_hand(tmp_path):
     assert V._fits(V.evaluate_row(r, choice.batch), fp) and not V._fits(V.evaluate_row(r, choice.batch + 1), fp)
 
 
+def test_a_known_engine_holds_the_batchs_own_slots_among_its_own(tmp_path):
+    """Llama 8B FP8 on one H100 at 1000/1000, the overview's engine of 2,048 slots: 5,551,423,488 B
+    of decoding state per GPU. The batch's own 469 sequences are among those slots, so the state is
+    charged once (max(S, b s) = S, eq. 4.14b): 0.9 (80 - 2.75 GiB - 5.551 - 9.081 GB) / 0.131 GB =
+    469.08. Charging both (S + b s) would give (80 - 2.75 GiB - 5.551 - 9.081 GB) / (0.146 + 0.0027
+    GB) = 460.5."""
+    (r,) = _csv(tmp_path, [dict(id="k", model="llama-3.1-8b", gpu="h100-sxm", tp=1, precision="fp8",
+                                isl=1000, osl=1000)])
+    fp = V.footprint(r)
+    assert fp.engine_state_B == 2048 * 2_710_656 == 5_551_423_488 and fp.state_per_sequence_B == 2_710_656
+    assert (fp.weights_B, fp.kv_per_sequence_B) == (9_080_934_400, 2000 * 65_536)
+    assert V.batch_from(r, fp, MEM, None, requests=False) == 469
+    # the model's audit (its column holds the batch's own state) with the rest of the engine's
+    # taken off its limit agrees with the affine rule
+    choice = V.max_batch(r, cap=None)
+    assert choice.batch == V.batch_from(r, fp, None, None, requests=False)
+    assert V._fits(V.evaluate_row(r, choice.batch), fp) and not V._fits(V.evaluate_row(r, choice.batch + 1), fp)
+
+
 def test_a_layout_the_state_leaves_no_room_says_so(tmp_path):
     (r,) = _csv(tmp_path, [dict(id="x", model="llama-3.1-70b", gpu="h100-sxm", tp=1, precision="fp8",
                                 isl=1000, osl=1000, max_batch_size=8192)])

@@ -667,8 +667,9 @@ def calibrate_cmd(
     fit_host: Annotated[bool, typer.Option(
         "--fit-host", help="also fit the host time per sequence of a step (engines with a Python scheduler; VALIDATION.md §6.3)")] = False,
     fit_8bit: Annotated[bool, typer.Option(
-        "--fit-8bit", help="also fit the FP8/INT8 tensor rate's own compute efficiency, for chip families whose fit rows "
-                           "run at both an 8-bit and a wider precision (VALIDATION.md §5.15)")] = False,
+        "--fit-8bit/--no-fit-8bit", help="fit the FP8/INT8 tensor rate's own compute efficiency for chip families whose "
+                                         "fit rows run at both an 8-bit and a wider precision (VALIDATION.md §5.15); "
+                                         "--no-fit-8bit: one compute efficiency for every precision")] = True,
     fit_overlap: Annotated[bool, typer.Option(
         "--fit-overlap", help="also fit the overlap of a step's compute and memory streams per family (0..1) instead "
                               "of holding it at 0, the streams adding (VALIDATION.md §5.17)")] = False,
@@ -698,7 +699,7 @@ def calibrate_cmd(
     # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
     fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None,
                                variant=v.Variant("calibrate", fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap)
-                               if fit_host or fit_8bit or fit_overlap else v.MODEL)
+                               if fit_host or not fit_8bit or fit_overlap else v.MODEL)
     if not fitted:
         if made_split is not None:
             made_split.unlink(missing_ok=True)

@@ -106,10 +106,10 @@ HELD_FIELDS: tuple[tuple[str, float], ...] = (("stream_overlap", 0.0),)
 #: peak memory bandwidth (one die on two memories: H100 / H200); elsewhere it could not be told
 #: from the memory efficiency and stays unset
 CAP_FIELD = "memory_bandwidth_cap_GBps"
-#: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted only on request (``Variant.fit_8bit``,
-#: ``codesign calibrate --fit-8bit``) and only for a family whose fit rows run at both an 8-bit and
-#: a wider format (hopper: FP8 and FP16); elsewhere it could not be told from the compute
-#: efficiency. The shipped calibration leaves it unset (VALIDATION.md §5.15)
+#: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted (``Variant.fit_8bit``; ``codesign
+#: calibrate --no-fit-8bit`` leaves it out) only for a family whose fit rows run at both an 8-bit and
+#: a wider format (hopper: FP8 and FP16; the pooled fit); elsewhere it could not be told from the
+#: compute efficiency and stays unset. Withdrawn at fix 15, shipped since fix 18 (VALIDATION.md §5.15)
 EIGHT_BIT_FIELD = "compute_efficiency_8bit"
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
@@ -593,9 +593,10 @@ class Variant:
     #: ablation of §5.14: a PCIe server's cards on one fabric, no socket boundary (the chips'
     #: scale_up_socket_size ignored)
     one_socket: bool = False
-    #: proposal of §5.15: fit the 8-bit tensor rate's own efficiency (``compute_efficiency_8bit``) for
-    #: a family with fit rows at both an 8-bit and a wider format
-    fit_8bit: bool = False
+    #: fix 18 (§5.15): fit the 8-bit tensor rate's own efficiency (``compute_efficiency_8bit``) for
+    #: a family with fit rows at both an 8-bit and a wider format; False: one compute efficiency
+    #: for every format (the model before it)
+    fit_8bit: bool = True
     #: ablations of §5.16: the rows' engines' sequence slots hold no decoding state (``engine_state_B``
     #: = 0), and their ``max_batch_size`` does not cap the batch (the heuristic's 4096 does)
     no_engine_state: bool = False
@@ -1915,6 +1916,7 @@ _UNDO = {
     "sockets": {"one_socket": True},
     "engines": {"no_engine_state": True, "no_engine_cap": True},
     "held-overlap": {"fit_overlap": True},
+    "8-bit": {"fit_8bit": False},
 }
 
 
@@ -1933,7 +1935,8 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: collective latency per ring step instead of per call, the die's bandwidth cap, the all-reduce
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
 #: server's two CPU sockets, the benchmark engine's sequence slots (its max batch and their decoding
-#: state), the stream overlap held at 0 for every family instead of fitted
+#: state), the stream overlap held at 0 for every family instead of fitted, the 8-bit tensor rate's own
+#: efficiency
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1950,7 +1953,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+logits-memory", "logits-memory"),
     ("+sockets", "sockets"),
     ("+engine-slots", "engines"),
-    ("model", "held-overlap"),
+    ("+held-overlap", "held-overlap"),
+    ("model", "8-bit"),
 )
 
 
@@ -1998,8 +2002,7 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),
-    # the 8-bit tensor rate's own efficiency fitted for hopper (§5.15)
-    Variant("8-bit-compute-efficiency", fit_8bit=True),
+    # (fix 18's ablation, one compute efficiency for every format, is "+held-overlap" above)
     # engine rules of TensorRT-LLM's TensorRT flow (VALIDATION.md §6.4, benchmarks/engine_rules.py)
     Variant("runtime-batch-table", runtime_batch_table=True),
     Variant("replicated-embedding", replicated_embedding=True),

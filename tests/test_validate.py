@@ -768,7 +768,7 @@ def test_the_fit_finds_the_cap_of_one_die_on_two_memories(tmp_path):
     (tmp_path / "all.json").write_text(json.dumps({"fit": [r["id"] for r in rows], "held_out": []}))
     shipped = calibration_for("h200-sxm")
     held = tuple((k, getattr(shipped, k)) for k in ("compute_efficiency", "network_efficiency", "layer_overhead_us",
-                                                     "stream_overlap", "collective_step_latency_us"))
+                                                     "stream_overlap", "collective_step_latency_us", V.EIGHT_BIT_FIELD))
     res = V.fit_calibration(path, tmp_path / "all.json", fit_memory=False, pooled=False, variant=V.Variant("held", fixed=held))
     params = res["hopper"]["params"]
     assert params["memory_efficiency"] == pytest.approx(shipped.memory_efficiency, rel=1e-3)

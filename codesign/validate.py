@@ -108,8 +108,9 @@ HELD_FIELDS: tuple[tuple[str, float], ...] = (("stream_overlap", 0.0),)
 CAP_FIELD = "memory_bandwidth_cap_GBps"
 #: the 8-bit tensor rate's own efficiency (eq. 3.20c): fitted (``Variant.fit_8bit``; ``codesign
 #: calibrate --no-fit-8bit`` leaves it out) only for a family whose fit rows run at both an 8-bit and
-#: a wider format (hopper: FP8 and FP16; the pooled fit); elsewhere it could not be told from the
-#: compute efficiency and stays unset. Withdrawn at fix 15, shipped since fix 18 (VALIDATION.md §5.15)
+#: a wider format (hopper: FP8 and FP16; never the pooled fit, whose rows are of several dies);
+#: elsewhere it could not be told from the compute efficiency and stays unset. Withdrawn at fix 15,
+#: shipped since fix 18 (VALIDATION.md §5.15)
 EIGHT_BIT_FIELD = "compute_efficiency_8bit"
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_efficiency": (0.05, 1.0),
@@ -1561,10 +1562,14 @@ def cap_is_fitted(rows: Sequence[Row], how: Variant, peaks: Sequence[float] | No
 
 def eight_bit_is_fitted(stack: Any, how: Variant) -> bool:
     """Whether a fit of ``stack`` fits ``compute_efficiency_8bit`` (eq. 3.20c): only if the variant
-    asks (``fit_8bit``) and does not hold it, and some of the rows that fit in memory compute at the
-    8-bit tensor rate and some at a wider one (a ``RowStack``'s ``eight_bit`` terms; another object:
-    never)."""
+    asks (``fit_8bit``) and does not hold it, the rows are of one calibration family (one die, as
+    for the bandwidth cap: across families the 8-bit rows of one chip against the wider rows of
+    another would measure the chips, not the format; the pooled fit never fits it, VALIDATION.md
+    §5.15), and some of the rows that fit in memory compute at the 8-bit tensor rate and some at a
+    wider one (a ``RowStack``'s ``eight_bit`` terms; another object: never)."""
     if not how.fit_8bit or EIGHT_BIT_FIELD in how.fixed_values:
+        return False
+    if len({family_of(r.gpu) for r in stack.rows}) != 1:
         return False
     dec = getattr(stack, "dec", None)
     if not isinstance(dec, dict) or "eight_bit" not in dec:

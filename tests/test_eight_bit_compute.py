@@ -265,3 +265,24 @@ def test_calibrate_fit_8bit_writes_the_field_and_validate_reads_it(eight_bit_cal
     # with --no-fit-8bit the hopper tables state the 16-bit efficiency for 8 bit too ([default] sets one)
     plain = tables["--no-fit-8bit"]["h100-sxm"]
     assert plain[V.EIGHT_BIT_FIELD] == plain["compute_efficiency"]
+
+
+def test_the_pooled_fit_never_fits_an_8_bit_efficiency():
+    """Across families the 8-bit rows of one chip against the wider rows of another would measure
+    the chips, not the format (VALIDATION.md §5.15): rows of two families, both precisions present,
+    do not free the field; rows of one family (H100 and H200, one die) do; the shipped pooled table
+    has none of its own while hopper's has."""
+
+    class Stand:
+        def __init__(self, gpus, flags):
+            self.rows = [_row(f"r{i}", g, "fp8" if f else "fp16", 1000, 1000)
+                         for i, (g, f) in enumerate(zip(gpus, flags, strict=True))]
+            self.dec = {"eight_bit": np.asarray(flags, dtype=float)}
+            self.fits = np.ones(len(flags), dtype=bool)
+
+    assert V.eight_bit_is_fitted(Stand(["h100-sxm", "h200-sxm"], [1, 0]), V.MODEL)
+    assert not V.eight_bit_is_fitted(Stand(["h100-sxm", "a100-sxm-80gb"], [1, 0]), V.MODEL)
+    assert not V.eight_bit_is_fitted(Stand(["h100-sxm", "h100-sxm"], [1, 1]), V.MODEL)
+    assert not V.eight_bit_is_fitted(Stand(["h100-sxm", "h200-sxm"], [1, 0]), V.Variant(fit_8bit=False))
+    assert calibration_for("b200").compute_efficiency_8bit is None
+    assert calibration_for("h100-sxm").compute_efficiency_8bit is not None

@@ -170,14 +170,11 @@ def engine_table_limits(row: V.Row) -> tuple[int, int] | None:
 
 @cache
 def _overview_engines() -> V.BenchmarkEngines:
-    """The overview's entry of the shipped engine table, read once (the probes ask per row and batch)."""
-    (engines,) = [e for e in V.read_benchmark_engines() if e.source == OVERVIEW_SOURCE]
+    """The shipped engine table's entry for the 0.14 overview, the source of the measurements'
+    rows (read once: the probes ask per row and batch)."""
+    (source,) = {r.source for r in V.read_rows(V.DEFAULT_MEASUREMENTS)[0]}
+    (engines,) = [e for e in V.read_benchmark_engines() if source.startswith(e.source)]
     return engines
-
-
-#: the 0.14 overview's source in ``benchmark_engines.toml`` (whose engine table the probes read)
-OVERVIEW_SOURCE = ("arthurrasmusson/TensorRT-LLM@e00d4e6564921307dd264b61fe1d46f116095e0e:"
-                   "docs/source/performance/perf-overview.md")
 
 
 def extra_iterations(batch: float, isl: int, osl: int, max_tokens: int) -> float:

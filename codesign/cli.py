@@ -698,8 +698,7 @@ def calibrate_cmd(
     # your own file: only the families your rows measure are fitted; every other chip keeps the
     # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
     fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None,
-                               variant=v.Variant("calibrate", fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap)
-                               if fit_host or not fit_8bit or fit_overlap else v.MODEL)
+                               variant=v.Variant(fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap))
     if not fitted:
         if made_split is not None:
             made_split.unlink(missing_ok=True)

@@ -46,9 +46,7 @@ import numpy as np
 from codesign.errors import InputError
 
 # the runtime's decoding state per sequence slot (model.md eq. 4.14b; VALIDATION.md §5.16)
-from codesign.model.schedule import (
-    decoder_state_per_slot_B,
-)
+from codesign.model.schedule import decoder_state_per_slot_B
 
 
 def chip_families() -> dict[str, tuple[str, ...]]:
@@ -88,8 +86,6 @@ def benchmark_engines_path() -> Path:
     from codesign.paths import instances_dir
 
     return instances_dir() / "catalog" / "benchmark_engines.toml"
-
-
 
 
 #: calibration fields fitted per family by the simplex search, and their physical bounds
@@ -2001,7 +1997,7 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("engine-slots-state-only", no_engine_cap=True),
     Variant("engine-slots-cap-only", no_engine_state=True),
     # (the sockets' ablation, fix 14, is "+logits-memory" above)
-    # (fix 17's ablation, the overlap fitted per family instead of held at 0, is "+engine-slots" above)
+    # (without fix 17, the overlap fitted per family, is "+engine-slots" above, which also lacks fix 18)
     # candidate changes not in the model
     Variant("l40s-tp-over-pcie", l40s_tp_over_pcie=True),
     Variant("request-waves", request_waves=True),

@@ -16,7 +16,6 @@ with the hardware features.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -79,10 +78,7 @@ def decoder_state_per_slot_B(vocab_size: Any, tp: Any, max_seq_len: Any) -> Any:
     of the vocabulary padded to a multiple of ``tp``, one int32 row of the vocabulary, the top-K
     scratch, and DECODER_SEQ_ARRAYS 4-byte arrays of ``max_seq_len`` (eq. 4.14b). Integers in,
     an integer out; arrays of TP degrees give an array."""
-    if isinstance(tp, np.ndarray):
-        padded = np.ceil(vocab_size / tp) * tp
-    else:
-        padded = math.ceil(vocab_size / tp) * tp
+    padded = -(-vocab_size // tp) * tp  # ceil(V / tp) tp, for integers and arrays alike
     return DECODER_VOCAB_ROWS * padded * 4 + vocab_size * 4 + DECODER_TOPK_SCRATCH_B + DECODER_SEQ_ARRAYS * 4 * max_seq_len
 #: charge the decoding state of the design's own sequences to its local memory (eq. 4.14b); False
 #: only to measure what it costs (the optimiser before it)
@@ -209,6 +205,10 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     wb, kvb = spec.weight_bytes_per_param, spec.kv_bytes_per_element
     eb = embedding_bytes_per_param(wb)  # embedding and LM head: never below 16 bit (eq. 2.14a)
 
+    # the share of a micro-batch's (and the batch's) sequences one TP rank handles on its own:
+    # all of them, or under attention DP its 1/TP
+    own_share = 1.0 - adp * (1.0 - 1.0 / tp)
+
     f = t.features
     f["one"] = np.ones_like(tp)
     f["tp"], f["pp"], f["dp"], f["batch"], f["micro_batch"] = tp, pp, dp, batch, micro
@@ -241,7 +241,6 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # the logits of each sequence's last new token, LM head to sampling (eq. 2.15l): whole on
         # every TP rank after the gather, on the last stage (charged like the head's FLOPs); under
         # attention DP a rank samples only its own sequences
-        own_share = 1.0 - adp * (1.0 - 1.0 / tp)  # of the micro-batch's sequences, on one rank
         logits_b = np.asarray(c.bytes_logits, dtype=float) * own_share
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # attention DP: a rank sends the next stage only its own sequences' hidden states
@@ -321,8 +320,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # every TP rank of the last stage (the binding device, as the heavier end of the weights
     # above); under attention DP a rank keeps only its own sequences' slots. Always in the
     # device's own memory, whatever the KV cache's tier: W + S + KV / f <= C - R
-    slots_dev = batch * (1.0 - adp * (1.0 - 1.0 / tp))
-    state_dev = slots_dev * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl) * float(DECODER_STATE)
+    state_dev = batch * own_share * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl) * float(DECODER_STATE)
     f["decoder_state_per_device_B"] = state_dev
     f["memory_local_B"] = weights_dev * w_local + state_dev + kv_dev * kv_local / kv_cache_free_fraction()
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache

@@ -170,10 +170,9 @@ def engine_table_limits(row: V.Row) -> tuple[int, int] | None:
 
 @cache
 def _overview_engines() -> V.BenchmarkEngines:
-    """The shipped engine table's entry for the 0.14 overview, the source of the measurements'
-    rows (read once: the probes ask per row and batch)."""
-    (source,) = {r.source for r in V.read_rows(V.DEFAULT_MEASUREMENTS)[0]}
-    (engines,) = [e for e in V.read_benchmark_engines() if source.startswith(e.source)]
+    """The shipped engine table's one entry, the 0.14 overview's (read once: the probes ask per row
+    and batch; a table with a second benchmark fails here rather than pick one silently)."""
+    (engines,) = V.read_benchmark_engines()
     return engines
 
 

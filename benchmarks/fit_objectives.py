@@ -20,7 +20,6 @@ About a minute per variant on two cores.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from codesign import validate as V
-from codesign.jsonio import write_json_atomic
+from codesign.jsonio import results_to_extend, write_json_atomic
 
 OUT = V.REPO_ROOT / "validation" / "fit_objectives.json"
 VARIANTS = ("mape", "capped-25", "log", "held-engine-fields")
@@ -109,18 +108,14 @@ def main() -> None:
     names = [n for n in args.only.split(",") if n]
     for n in names:
         objective(n)  # an unknown name stops here, before any fit
-    out: dict[str, Any] = {"csv": Path(args.csv).name, "split": Path(args.split).name, "variants": {}}
-    if OUT.exists():  # keep what this run does not re-measure
-        kept = json.loads(OUT.read_text())
-        if (kept.get("csv"), kept.get("split")) == (out["csv"], out["split"]):
-            out["variants"] = dict(kept.get("variants", {}))
+    out = results_to_extend(OUT, {"csv": Path(args.csv).name, "split": Path(args.split).name}, "variants")
     for n in names:
         out["variants"][n] = r = run(args.csv, args.split, n)
         fams = "  ".join(f"{f} {v['held_out_mape_pct']:.2f}" for f, v in r["families"].items())
         print(f"{n:22s} held-out {r['held_out_mape_pct']:.2f} %  {fams}  ({r['seconds']:.0f} s)", flush=True)
         if not math.isfinite(r["held_out_mape_pct"]):
             raise SystemExit(f"{n}: no held-out MAPE")
-    write_json_atomic(OUT, out)
+        write_json_atomic(OUT, out)  # each variant as it ends: an interrupted run keeps the rest
     print(f"wrote {OUT}")
 
 

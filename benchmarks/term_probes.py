@@ -87,7 +87,6 @@ the model, about a minute each); ยง6.7's probes are named on the command line (ย
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -100,7 +99,7 @@ from typing import Any
 import numpy as np
 
 from codesign import validate as V
-from codesign.jsonio import write_json_atomic
+from codesign.jsonio import results_to_extend, write_json_atomic
 
 OUT = V.REPO_ROOT / "validation" / "term_probes.json"
 
@@ -510,11 +509,7 @@ def main() -> None:
     for name in names:
         if name != "engine-limits":
             probe(name)  # an unknown name stops here, before any fit
-    out: dict[str, Any] = {"csv": Path(args.csv).name, "split": Path(args.split).name, "probes": {}}
-    if OUT.exists():  # keep what this run does not re-measure
-        kept = json.loads(OUT.read_text())
-        if (kept.get("csv"), kept.get("split")) == (out["csv"], out["split"]):
-            out = {**kept, "probes": dict(kept.get("probes", {}))}
+    out = results_to_extend(OUT, {"csv": Path(args.csv).name, "split": Path(args.split).name}, "probes")
     if "engine-limits" in names:
         names.remove("engine-limits")
         out["engine_limits"] = limits = engine_limits_report(args.csv)
@@ -527,6 +522,7 @@ def main() -> None:
               f"never fitted {r['never_fitted_mape_pct']:.2f} %  "
               + "  ".join(f"{f} {v['held_out_mape_pct']:.2f}" for f, v in r["families"].items())
               + f"  ({r['seconds']:.0f} s)", flush=True)
+        write_json_atomic(OUT, out)  # each probe as it ends: an interrupted run keeps the rest
     write_json_atomic(OUT, out)
     print(f"wrote {OUT}")
 

@@ -61,3 +61,17 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc}", file=path) from None
+
+
+def results_to_extend(path: str | Path, made_from: dict[str, Any], section: str) -> dict[str, Any]:
+    """A results file to add named runs to: the one at ``path`` when it was made from the same
+    inputs (each key of ``made_from`` equal), so the runs it holds and this one does not re-measure
+    are kept; else a fresh one. ``section`` is the dict of runs, copied so the caller may extend it."""
+    fresh: dict[str, Any] = {**made_from, section: {}}
+    path = Path(path)
+    if not path.exists():
+        return fresh
+    kept = json.loads(path.read_text())
+    if any(kept.get(k) != v for k, v in made_from.items()):
+        return fresh
+    return {**kept, section: dict(kept.get(section, {}))}

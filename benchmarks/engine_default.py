@@ -10,7 +10,9 @@ MAPE and the groups within 12 %:
 - ``default-2048``: the shipped assumption;
 - ``unknown``: no engine rule for them (the heuristic's cap of 4,096; each sequence's own slot
   state, as for any row whose engine is unknown, model.md eq. 4.14b);
-- ``heuristic``: trtllm-bench's tuning heuristic's max batch (``term_probes.engine_limits``).
+- ``heuristic``: trtllm-bench's tuning heuristic's max batch (``term_probes.engine_limits``);
+- ``tokens-unknown``: the shipped 2,048 slots but no token budget per iteration for them (fix 19,
+  §5.18, assumes the same BuildConfig default's 8,192 tokens).
 
     python benchmarks/engine_default.py      # about 4 minutes; writes validation/engine_default.json
 """
@@ -32,16 +34,18 @@ sys.path.insert(0, str(HERE))
 import term_probes  # noqa: E402
 
 OUT = HERE.parent / "validation" / "engine_default.json"
-MODES = ("default-2048", "unknown", "heuristic")
+MODES = ("default-2048", "unknown", "heuristic", "tokens-unknown")
 
 
-def engine_for(row: V.Row, mode: str) -> int | None:
-    """The ``max_batch_size`` a row of a layout the table lacks gets under ``mode``."""
+def engine_for(row: V.Row, mode: str) -> tuple[int | None, int | None]:
+    """The (``max_batch_size``, ``max_num_tokens``) a row of a layout the table lacks gets under ``mode``."""
     if mode == "unknown":
-        return None
+        return None, None
     if mode == "heuristic":
-        return term_probes.engine_limits(row)[1]
-    return row.engine_max_batch
+        return term_probes.engine_limits(row)[1], row.engine_max_tokens
+    if mode == "tokens-unknown":
+        return row.engine_max_batch, None
+    return row.engine_max_batch, row.engine_max_tokens
 
 
 @contextmanager
@@ -53,7 +57,8 @@ def lacking_layouts_as(mode: str):
 
     def read_rows(path: str | Path) -> tuple[list[V.Row], list[dict[str, Any]]]:
         rows, bad = original(path)
-        out = [dataclasses.replace(r, engine_max_batch=engine_for(r, mode))
+        out = [dataclasses.replace(r, **dict(zip(("engine_max_batch", "engine_max_tokens"), engine_for(r, mode),
+                                                 strict=True)))
                if r.engine_max_batch is not None and (r.model, r.tp) not in listed else r for r in rows]
         return out, bad
 

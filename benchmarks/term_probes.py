@@ -318,6 +318,13 @@ class Probe:
     batch_cap: Callable[[V.Row], int | None] | None = None
     #: the terms carry ITERATION_WEIGHTS, which the step time adds in series (the token-budget probes)
     iteration_weights: bool = False
+    #: the model the probe changes: the token-budget probes of §6.9 change the model without its own
+    #: token budget (fix 19, which adopted ``engine-table-tokens``), so as not to charge it twice
+    variant: V.Variant = V.MODEL
+
+
+#: the model without fix 19's token budget (the token-budget probes charge their own)
+NO_BUDGET = V.Variant("no-token-budget", no_token_budget=True)
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -388,9 +395,10 @@ FORM_PROBES: dict[str, Probe] = {
     # §6.9: the engine limits of trtllm-bench's per-model table (engine_table_limits): its maximum batch,
     # its tokens per iteration (the round's extra iterations paying each step's fixed cost), both
     "engine-table-batch": Probe(batch_cap=_engine_table_batch),
-    "engine-table-tokens": Probe(terms=_engine_table_iterations, iteration_weights=True),
-    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch, iteration_weights=True),
-    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations, iteration_weights=True),
+    "engine-table-tokens": Probe(terms=_engine_table_iterations, iteration_weights=True, variant=NO_BUDGET),
+    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch, iteration_weights=True,
+                          variant=NO_BUDGET),
+    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations, iteration_weights=True, variant=NO_BUDGET),
 }
 
 
@@ -474,13 +482,15 @@ def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
 
 def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
     start = time.perf_counter()
-    with probing(probe(name)):
-        res = V.fit_calibration(csv, split, pooled=False)
-        unseen = V.never_fitted_errors(res)
+    p = probe(name)
+    variant = p.variant if isinstance(p, Probe) else V.MODEL
+    with probing(p):
+        res = V.fit_calibration(csv, split, pooled=False, variant=variant)
+        unseen = V.never_fitted_errors(res, variant)
         other, other_groups = never_fitted_mape(res, unseen)
         # each held-out row's error at the probe's calibration (the fit's own re-composition)
         labels = V.read_split(split)
-        held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, path=csv).items())
+        held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, variant, path=csv).items())
                 if labels.get(i) == "held-out"}
     return {
         "held_out_mape_pct": V.rows_weighted_mape(res, "held_out"),

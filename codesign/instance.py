@@ -89,6 +89,10 @@ class WorkloadSpec(Strict):
     weight: float = Field(default=1.0, gt=0, description="share of this workload in the token mix")
     tpot_slo_ms: float | None = Field(default=None, gt=0)
     ttft_slo_ms: float | None = Field(default=None, gt=0)
+    #: the serving engine's budget of tokens per iteration (TensorRT-LLM's ``max_num_tokens``): a
+    #: round whose tokens need more iterations than the static round runs the extra ones, each
+    #: paying a step's weight reads and fixed costs again (model.md eq. 4.19); None: no budget
+    max_tokens_per_iteration: int | None = Field(default=None, gt=0)
     decisions: dict[str, list[Any]] = Field(default_factory=dict)
 
     @property

@@ -199,6 +199,9 @@ class Row:
     #: the benchmark engine's ``max_batch_size`` (sequence slots per executor): the CSV's
     #: ``max_batch_size`` or, by ``source``, the shipped table (``benchmark_engines_path``); None if unknown
     engine_max_batch: int | None = None
+    #: the benchmark engine's ``max_num_tokens`` (tokens per iteration): the CSV's ``max_num_tokens``
+    #: or, by ``source``, the shipped table; None if unknown (no budget: the static round)
+    engine_max_tokens: int | None = None
     #: precision of the KV cache: the CSV's ``kv_precision`` or the engine's rule (``engine_kv_precision``)
     kv_precision: str = ""
     #: the file's own names where they differ from the catalog ids read for them
@@ -359,6 +362,8 @@ class BenchmarkEngines:
     source: str
     default_max_batch: int | None
     engines: dict[tuple[str, int], dict[str | int, tuple[int, int]]]
+    #: the tokens per iteration of a layout the table lacks (None: unknown, no budget)
+    default_max_tokens: int | None = None
 
     def limits(self, model: str, tp: int, pp: int, max_seq_len: int) -> tuple[int, int] | None:
         """(max_batch_size, max_num_tokens) of the table's engine for the layout, None if it has none."""
@@ -368,6 +373,10 @@ class BenchmarkEngines:
     def max_batch(self, model: str, tp: int, pp: int, max_seq_len: int) -> int | None:
         lim = self.limits(model, tp, pp, max_seq_len)
         return self.default_max_batch if lim is None else lim[0]
+
+    def max_tokens(self, model: str, tp: int, pp: int, max_seq_len: int) -> int | None:
+        lim = self.limits(model, tp, pp, max_seq_len)
+        return self.default_max_tokens if lim is None else lim[1]
 
 
 def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngines]:
@@ -393,7 +402,7 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
     def positive(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
-    known_keys = {"source", "cite", "table_source", "default_max_batch_size", "engines"}
+    known_keys = {"source", "cite", "table_source", "default_max_batch_size", "default_max_num_tokens", "engines"}
     out = []
     for i, entry in enumerate(entries):
         key = f"benchmark[{i}]"
@@ -402,10 +411,12 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
             raise InputError("unknown key in a benchmark entry", file=path, key=f"{key}.{stray[0]}",
                              expected=f"only {', '.join(sorted(known_keys))}")
         source, default, models = entry.get("source"), entry.get("default_max_batch_size"), entry.get("engines", {})
+        default_tokens = entry.get("default_max_num_tokens")
         if (not isinstance(source, str) or not source or (default is not None and not positive(default))
-                or not isinstance(models, dict)):
+                or (default_tokens is not None and not positive(default_tokens)) or not isinstance(models, dict)):
             raise InputError("a benchmark entry needs a source (text) and an engines table (and, if given, a "
-                             "positive default_max_batch_size)", file=path, key=key, expected=expected)
+                             "positive default_max_batch_size and default_max_num_tokens)", file=path, key=key,
+                             expected=expected)
         engines: dict[tuple[str, int], dict[str | int, tuple[int, int]]] = {}
         named: dict[str, str] = {}
         for name, layouts in models.items():
@@ -438,18 +449,18 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
                                                   'positive integers')
                     sizes["general" if length == "general" else int(length)] = (pair[0], pair[1])
                 engines[(model, int(layout[2:]))] = sizes
-        out.append(BenchmarkEngines(source, default, engines))
+        out.append(BenchmarkEngines(source, default, engines, default_tokens))
     return sorted(out, key=lambda e: -len(e.source))  # longest prefix first
 
 
-def _engine_max_batch_of(source: str, model: str, tp: int, pp: int, isl: int, osl: int,
-                         known: list[BenchmarkEngines]) -> int | None:
-    """The ``max_batch_size`` of the engine the longest source prefix in ``known`` lists for the row
-    (its max_seq_len = ISL + OSL), None if no prefix matches."""
+def _engine_of(source: str, model: str, tp: int, pp: int, isl: int, osl: int,
+               known: list[BenchmarkEngines]) -> tuple[int | None, int | None]:
+    """(``max_batch_size``, ``max_num_tokens``) of the engine the longest source prefix in ``known``
+    lists for the row (its max_seq_len = ISL + OSL), (None, None) if no prefix matches."""
     for b in known:
         if source.startswith(b.source):
-            return b.max_batch(model, tp, pp, isl + osl)
-    return None
+            return b.max_batch(model, tp, pp, isl + osl), b.max_tokens(model, tp, pp, isl + osl)
+    return None, None
 
 
 def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
@@ -492,18 +503,22 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                 n_req = int(reqs) if reqs else _requests_of(source, ints["isl"], ints["osl"], known)
                 if n_req is not None and n_req < 1:
                     raise ValueError(f"num_requests must be positive, got {n_req}")
+                table_mb, table_mt = _engine_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines)
                 mbs = str(raw.get("max_batch_size") or "").strip()
-                engine_mb = (int(mbs) if mbs else
-                             _engine_max_batch_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines))
+                engine_mb = int(mbs) if mbs else table_mb
                 if engine_mb is not None and engine_mb < 1:
                     raise ValueError(f"max_batch_size must be positive, got {engine_mb}")
+                mnt = str(raw.get("max_num_tokens") or "").strip()
+                engine_mt = int(mnt) if mnt else table_mt
+                if engine_mt is not None and engine_mt < 1:
+                    raise ValueError(f"max_num_tokens must be positive, got {engine_mt}")
                 rows.append(
                     Row(
                         id=rid, model=model, gpu=gpu, named_as=named_as,
                         precision=precision, kv_precision=kv_precision, metric=str(raw["metric"]).strip(),
                         value=float(raw["value"]), concurrency=int(conc) if conc else None,
                         unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req,
-                        engine_max_batch=engine_mb, **ints,
+                        engine_max_batch=engine_mb, engine_max_tokens=engine_mt, **ints,
                     )
                 )
             except (TypeError, ValueError) as exc:
@@ -598,6 +613,9 @@ class Variant:
     #: = 0), and their ``max_batch_size`` does not cap the batch (the heuristic's 4096 does)
     no_engine_state: bool = False
     no_engine_cap: bool = False
+    #: ablation of fix 19 (§5.18): no token budget per iteration (the rows' ``engine_max_tokens``
+    #: ignored: the static round, as before it)
+    no_token_budget: bool = False
 
     def group_of(self, chip: str) -> str:
         if self.ampere_one_family and chip in AMPERE_BEFORE:
@@ -688,6 +706,8 @@ def row_instance(row: Row, batch: int, variant: Variant = MODEL):
                 "phase": "both",
                 "input_tokens": row.isl,
                 "output_tokens": row.osl,
+                **({} if variant.no_token_budget or row.engine_max_tokens is None
+                   else {"max_tokens_per_iteration": row.engine_max_tokens}),
                 "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)],
                               **({"attention_dp": [True]} if row.attention_dp_on else {})},
             }
@@ -1281,6 +1301,7 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         "measured": row.value, "num_requests": row.num_requests,
         "batch": choice.batch, "batch_bound": choice.bound,
         "engine_max_batch": row.engine_max_batch, "engine_state_B": choice.footprint.state_B(choice.batch),
+        "engine_max_tokens": None if variant.no_token_budget else row.engine_max_tokens,
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")
@@ -1300,6 +1321,8 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, variant: Varian
         decode_bound=max(dec, key=dec.get),
         decode_step_s=m["decode_step_s"],
         prefill_step_s=m["prefill_step_s"],
+        # iterations of the round beyond its static OSL under the engine's token budget (eq. 4.19)
+        extra_iterations=m.get("prefill_step.extra_iterations", 0.0),
     )
     if variant.mixed_iteration:  # a proposal: re-compose the evaluation's terms
         from codesign.model.hardware import calibration_for
@@ -1918,6 +1941,7 @@ _UNDO = {
     "engines": {"no_engine_state": True, "no_engine_cap": True},
     "held-overlap": {"fit_overlap": True},
     "8-bit": {"fit_8bit": False},
+    "token-budget": {"no_token_budget": True},
 }
 
 
@@ -1937,7 +1961,7 @@ def _without(name: str, *undo: str, **extra: Any) -> Variant:
 #: in the NVSwitch, the batch capped at the run's requests, the logits' memory traffic, the PCIe
 #: server's two CPU sockets, the benchmark engine's sequence slots (its max batch and their decoding
 #: state), the stream overlap held at 0 for every family instead of fitted, the 8-bit tensor rate's own
-#: efficiency
+#: efficiency, the engine's token budget per iteration
 FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+stream-overlap", "overlap"),
     ("+16-bit-embeddings", "embeddings"),
@@ -1955,7 +1979,8 @@ FIX_ORDER: tuple[tuple[str, str], ...] = (
     ("+sockets", "sockets"),
     ("+engine-slots", "engines"),
     ("+held-overlap", "held-overlap"),
-    ("model", "8-bit"),
+    ("+8-bit", "8-bit"),
+    ("model", "token-budget"),
 )
 
 
@@ -1997,13 +2022,14 @@ PROPOSALS: tuple[Variant, ...] = (
     Variant("engine-slots-state-only", no_engine_cap=True),
     Variant("engine-slots-cap-only", no_engine_state=True),
     # (the sockets' ablation, fix 14, is "+logits-memory" above)
-    # (without fix 17, the overlap fitted per family, is "+engine-slots" above, which also lacks fix 18)
+    # (without fix 17, the overlap fitted per family, is "+engine-slots" above, which also lacks fixes 18-19)
+    _without("model-without-8-bit", "8-bit"),
+    _without("model-without-token-budget", "token-budget"),
     # candidate changes not in the model
     Variant("l40s-tp-over-pcie", l40s_tp_over_pcie=True),
     Variant("request-waves", request_waves=True),
     Variant("mixed-iteration", mixed_iteration=True),
     Variant("per-chip-calibration", per_chip=True),
-    # (fix 18's ablation, one compute efficiency for every format, is "+held-overlap" above)
     # engine rules of TensorRT-LLM's TensorRT flow (VALIDATION.md §6.4, benchmarks/engine_rules.py)
     Variant("runtime-batch-table", runtime_batch_table=True),
     Variant("replicated-embedding", replicated_embedding=True),

@@ -415,6 +415,8 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
             for count in ("layers", "collective_steps", "sequences", "bytes_weights_local", "bytes_kv_local",
                           "bytes_act_replicated_local"):
                 m[f"{phase}_step.{count}"] = float(st.features[f"{phase}.{count}"][0])
+            if f"{phase}.extra_iterations" in st.features:  # the engine's token budget (eq. 4.19)
+                m[f"{phase}_step.extra_iterations"] = float(st.features[f"{phase}.extra_iterations"][0])
             flops = st.features[f"{phase}.model_flops"][0]
             peak = row[f"peak_flops@{w.precision}"] * inst.system.devices / st.features["dp"][0] / st.features["pp"][0]
             m[f"{phase}_mfu"] = flops / (m[f"{phase}_step_s"] * st.features["pp"][0] * peak) if peak > 0 else 0.0

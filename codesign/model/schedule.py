@@ -180,6 +180,47 @@ def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray]
     return table
 
 
+def extra_iterations(tokens: Any, static_iterations: float, budget: int | None) -> Any:
+    """Iterations beyond ``static_iterations`` that ``tokens`` need when no iteration carries more
+    than ``budget`` tokens: ceil(tokens / budget) - static, at least 0 (eq. 4.19); 0 without a budget."""
+    if budget is None:
+        return np.zeros_like(np.asarray(tokens, dtype=float))
+    return np.maximum(np.ceil(np.asarray(tokens, dtype=float) / budget) - static_iterations, 0.0)
+
+
+#: what one more iteration of a stage costs whatever its tokens: the step's weight reads (local and
+#: pooled), the links' per-step latency, the layers' overhead and the TP collectives' ring steps,
+#: all as the decode step pays them (eq. 4.19); its FLOPs, KV and activation bytes are the round's
+#: anyway
+ITERATION_COLUMNS = ("steps_scale_up", "steps_scale_out", "layers", "collective_steps")
+
+
+def _token_budget(spec: WorkloadSpec, f: dict[str, Any], sequences: Any, weights_decode: Any,
+                  w_local: Any) -> None:
+    """Charge the iterations the engine's token budget adds (eq. 4.19). ``sequences``
+    is the sequences one executor runs per micro-batch (a rank's own share under attention DP).
+    A round (phase both) runs OSL iterations statically, its prefill step and OSL - 1 decode steps,
+    and needs at least n (ISL + OSL) / T: the extra ones go to its prefill step; a prefill-only
+    workload's step needs n ISL / T, a decode-only one's n / T, one iteration statically."""
+    budget = spec.max_tokens_per_iteration
+    if budget is None:
+        return
+    n = sequences
+    isl, osl = spec.input_tokens, spec.output_tokens
+    if spec.phase == "both":
+        phase, extra = "prefill", extra_iterations(n * (isl + osl), osl, budget)
+    elif spec.phase == "prefill":
+        phase, extra = "prefill", extra_iterations(n * isl, 1, budget)
+    else:
+        phase, extra = "decode", extra_iterations(n, 1, budget)
+    f[f"{phase}.extra_iterations"] = extra
+    f[f"{phase}.bytes_local"] = f[f"{phase}.bytes_local"] + extra * weights_decode * w_local
+    f[f"{phase}.bytes_weights_local"] = f[f"{phase}.bytes_weights_local"] + extra * weights_decode * w_local
+    f[f"{phase}.bytes_pool"] = f[f"{phase}.bytes_pool"] + extra * weights_decode * (1 - w_local)
+    for col in ITERATION_COLUMNS:
+        f[f"{phase}.{col}"] = f[f"{phase}.{col}"] + extra * f[f"decode.{col}"]
+
+
 def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable) -> None:
     d = t.decisions
     tp = d["tp"].astype(float)
@@ -214,6 +255,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     f["tp"], f["pp"], f["dp"], f["batch"], f["micro_batch"] = tp, pp, dp, batch, micro
     f["layers_per_stage"] = layers_stage
 
+    weights_by_phase: dict[str, Any] = {}
     for phase in PHASES:
         new = float(isl) if phase == "prefill" else 1.0
         ctx = 0.0 if phase == "prefill" else isl + osl / 2.0
@@ -288,6 +330,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # sequences of the stage step on one rank's host (each handled once per step, eq. 5.3);
         # attention DP: each rank schedules and samples only its own share
         f[f"{phase}.sequences"] = micro / (1.0 + adp * (tp - 1.0))
+        weights_by_phase[phase] = weights_b
         # ring steps of the step's TP collectives (eq. 4.10a): 2(n-1) per all-reduce (two per
         # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
         # ranks hand a block on and pass a flag barrier, whatever the message size
@@ -295,6 +338,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
                                           + has_tp * (logits.scale_up_steps + logits.scale_out_steps))
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
+
+    _token_budget(spec, f, micro * own_share, weights_by_phase["decode"], w_local)
 
     # memory footprint per device (full context at the end of generation)
     pc = param_counts(w)

@@ -669,7 +669,8 @@ def calibrate_cmd(
     fit_8bit: Annotated[bool, typer.Option(
         "--fit-8bit/--no-fit-8bit", help="fit the FP8/INT8 tensor rate's own compute efficiency for chip families whose "
                                          "fit rows run at both an 8-bit and a wider precision (VALIDATION.md §5.15); "
-                                         "--no-fit-8bit: one compute efficiency for every precision")] = True,
+                                         "the default, --no-fit-8bit: one compute efficiency for every "
+                                         "precision")] = False,
     fit_overlap: Annotated[bool, typer.Option(
         "--fit-overlap", help="also fit the overlap of a step's compute and memory streams per family (0..1) instead "
                               "of holding it at 0, the streams adding (VALIDATION.md §5.17)")] = False,

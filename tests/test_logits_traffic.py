@@ -53,23 +53,24 @@ def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
 
 def test_the_fix_chain_adds_the_logits_traffic_before_the_sockets():
     """Fix 13 comes before fix 14 (the PCIe server's sockets), fix 16 (the engine's sequence
-    slots), fix 17 (the stream overlap held at 0), fix 18 (the 8-bit rate's own efficiency) and fix
-    19 (the engine's token budget), the last of the chain: the stage before it ("+request-cap")
-    undoes all six, its own stage ("+logits-memory") the other five, and its ablation alone is a
+    slots), fix 17 (the stream overlap held at 0) and fix 19 (the engine's token budget), the last
+    of the chain (fix 18, withdrawn with it, is a proposal): the stage before it ("+request-cap")
+    undoes all five, its own stage ("+logits-memory") the other four, and its ablation alone is a
     proposal of its own."""
-    assert V.FIX_ORDER[-6:] == (("+logits-memory", "logits-memory"), ("+sockets", "sockets"),
+    assert V.FIX_ORDER[-5:] == (("+logits-memory", "logits-memory"), ("+sockets", "sockets"),
                                 ("+engine-slots", "engines"), ("+held-overlap", "held-overlap"),
-                                ("+8-bit", "8-bit"), ("model", "token-budget"))
+                                ("model", "token-budget"))
     stages = {v.name: v for v in V.PROPOSALS}
     engines = {"no_engine_state": True, "no_engine_cap": True}
-    fitted = {"fit_overlap": True, "fit_8bit": False, "no_token_budget": True}
+    fitted = {"fit_overlap": True, "no_token_budget": True}
     assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True, **engines,
                                                **fitted)
     assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True, **engines, **fitted)
     assert stages["+sockets"] == V.Variant("+sockets", **engines, **fitted)
     assert stages["+engine-slots"] == V.Variant("+engine-slots", **fitted)
-    assert stages["+held-overlap"] == V.Variant("+held-overlap", fit_8bit=False, no_token_budget=True)
-    assert stages["+8-bit"] == V.Variant("+8-bit", no_token_budget=True)
+    assert stages["+held-overlap"] == V.Variant("+held-overlap", no_token_budget=True)
+    assert stages["model-with-8-bit"] == V.Variant("model-with-8-bit", fit_8bit=True)
+    assert not V.MODEL.fit_8bit
     assert stages["model-without-token-budget"] == V.Variant("model-without-token-budget", no_token_budget=True)
     assert stages["model-without-engine-slots"] == V.Variant("model-without-engine-slots", **engines)
     assert stages["model-without-logits-memory"] == V.Variant("model-without-logits-memory", no_logits_traffic=True)

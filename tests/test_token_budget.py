@@ -132,3 +132,25 @@ def test_a_malformed_default_budget_names_its_key(tmp_path: Path):
     with pytest.raises(InputError) as exc:
         V.read_benchmark_engines(bad)
     assert "benchmark[0]" in str(exc.value) and "default_max_num_tokens" in str(exc.value)
+
+
+def test_prefill_only_and_decode_only_workloads_count_their_own_steps():
+    """A prefill-only step of 64 sequences x 2,048 prompt tokens under 8,192 tokens per iteration
+    runs ceil(131,072 / 8,192) = 16 iterations, 15 beyond its one; a decode-only step of 5,000
+    sequences under 2,048 runs ceil(5,000 / 2,048) = 3, 2 beyond its one, charged to that step."""
+    def features(phase: str, batch: int, budget: int | None):
+        spec = {"name": "main", "workload": "llama-3.1-8b", "precision": "fp8", "phase": phase,
+                "input_tokens": 2048, "output_tokens": 128, "decisions": {"tp": [1], "pp": [1], "batch": [batch]}}
+        if budget is not None:
+            spec["max_tokens_per_iteration"] = budget
+        raw = {"name": "token-budget", "description": "t", "system": {"devices": 1, "scale_up_domain": 8},
+               "hardware": {"family": "catalog", "chip": "h100-sxm"}, "workloads": [spec]}
+        return schedule_table(Instance(InstanceFile.model_validate(raw), source=None, raw=raw), "main").features
+
+    f, g = features("prefill", 64, 8192), features("prefill", 64, None)
+    assert f["prefill.extra_iterations"][0] == 15
+    assert f["prefill.layers"][0] - g["prefill.layers"][0] == 15 * 32
+    f, g = features("decode", 5000, 2048), features("decode", 5000, None)
+    assert f["decode.extra_iterations"][0] == 2
+    assert f["decode.bytes_local"][0] - g["decode.bytes_local"][0] == pytest.approx(2 * g["decode.bytes_weights_local"][0],
+                                                                                   rel=1e-12)

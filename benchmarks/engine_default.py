@@ -48,6 +48,10 @@ def engine_for(row: V.Row, mode: str) -> tuple[int | None, int | None]:
     return row.engine_max_batch, row.engine_max_tokens
 
 
+def _with_engine(row: V.Row, max_batch: int | None, max_tokens: int | None) -> V.Row:
+    return dataclasses.replace(row, engine_max_batch=max_batch, engine_max_tokens=max_tokens)
+
+
 @contextmanager
 def lacking_layouts_as(mode: str):
     """``validate.read_rows`` with the rows whose layout the shipped table lacks (but whose source
@@ -57,8 +61,7 @@ def lacking_layouts_as(mode: str):
 
     def read_rows(path: str | Path) -> tuple[list[V.Row], list[dict[str, Any]]]:
         rows, bad = original(path)
-        out = [dataclasses.replace(r, **dict(zip(("engine_max_batch", "engine_max_tokens"), engine_for(r, mode),
-                                                 strict=True)))
+        out = [_with_engine(r, *engine_for(r, mode))
                if r.engine_max_batch is not None and (r.model, r.tp) not in listed else r for r in rows]
         return out, bad
 

@@ -54,10 +54,11 @@ takes them off a step whose hidden-size tensor (tokens x hidden x 2 B) fits in h
 
 And (VALIDATION.md §6.9), an engine's own limits: ``engine-table-batch`` caps the batch at the
 maximum of trtllm-bench's per-model table (``engine_table_limits``, the release line before the tuning
-heuristic; not the 0.14 release's own), ``engine-table-tokens`` charges the round's iterations
-beyond OSL that the table's tokens per iteration force (each paying the decode step's weights,
-ring steps, layers and link latency), ``engine-table`` both, and ``engine-heuristic-tokens`` the
-same iterations under the heuristic's budget below.
+heuristic; not the 0.14 release's own). Since fix 19 the model charges the iterations a token
+budget forces (eq. 4.19, each row's engine's ``max_num_tokens``), and the token probes only swap
+the budget: ``engine-table-tokens`` the table's where it has an entry and none elsewhere (where the
+shipped model assumes the BuildConfig default, 8,192), ``engine-table`` that and the table's batch
+maximum, ``engine-heuristic-tokens`` the tuning heuristic's budget below for every row.
 
 Also (``--probes engine-limits`` alone, seconds): the maximum batch and tokens per iteration
 trtllm-bench's tuning heuristic builds each engine with (``calc_engine_setting`` and
@@ -87,6 +88,7 @@ the model, about a minute each); §6.7's probes are named on the command line (�
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -175,62 +177,15 @@ def _overview_engines() -> V.BenchmarkEngines:
     return engines
 
 
-def extra_iterations(batch: float, isl: int, osl: int, max_tokens: int) -> float:
-    """Iterations of a round beyond the static round's OSL when no iteration carries more than
-    ``max_tokens`` tokens: the round's batch x (ISL + OSL) tokens need at least that many / max_tokens
-    iterations, and never fewer than OSL (each sequence one token per iteration)."""
-    return max(0.0, batch * (isl + osl) / max_tokens - osl)
-
-
-#: the term of the extra iterations' weight reads (seconds at the peak bandwidth), paid in series
-#: with the step's streams: the step's stream overlap must not hide it under the prefill's compute
-ITERATION_WEIGHTS = "iteration_weights"
-
-
-def _charge_iterations(row: V.Row, t: V.RowTerms, max_tokens: int) -> None:
-    """The round's extra iterations under a token budget of ``max_tokens``, each paying what a step
-    pays once whatever its tokens (the decode step's: its weight reads, its TP collectives' ring
-    steps, its layers' overhead, its links' latency), charged to the prefill step: the weights as
-    the ITERATION_WEIGHTS term (at the memory efficiency, outside the streams' overlap), the rest to
-    the step's own counts."""
-    if row.pp != 1:
-        raise ValueError(f"row {row.id}: the token-budget probes take PP 1 rows only")
-    d, p = t.decode, t.prefill
-    p[ITERATION_WEIGHTS] = d[ITERATION_WEIGHTS] = 0.0
-    extra = extra_iterations(t.batch, row.isl, row.osl, max_tokens)
-    if extra <= 0:
-        return
-    p[ITERATION_WEIGHTS] = extra * t.evaluated["decode_step.bytes_weights_local"] / (d["memory_peak_GBps"] * 1e9)
-    for key in ("collective_steps", "layers", "net_latency"):
-        p[key] += extra * d[key]
-
-
-def _with_iteration_weights(base: Callable[[dict[str, Any], dict[str, Any]], Any],
-                            ) -> Callable[[dict[str, Any], dict[str, Any]], Any]:
-    """``base`` (the step time in force) plus the ITERATION_WEIGHTS term at the step's achieved
-    memory fraction (eq. 3.21a), in series."""
-    from codesign.model.hardware import achieved_memory_fraction
-
-    def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
-        w = t.get(ITERATION_WEIGHTS, 0.0)
-        return base(t, cal) + w / achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD),
-                                                            t.get("memory_peak_GBps"))
-
-    return step_time
-
-
-def _engine_table_iterations(row: V.Row, t: V.RowTerms) -> None:
-    """``_charge_iterations`` under the engine table's token budget (nothing where it has no entry)."""
+def _engine_table_tokens(row: V.Row) -> int | None:
+    """The engine table's token budget for the row's layout (None where it has no entry: no budget)."""
     limits = engine_table_limits(row)
-    if limits is not None:
-        _charge_iterations(row, t, limits[1])
-    else:
-        t.prefill[ITERATION_WEIGHTS] = t.decode[ITERATION_WEIGHTS] = 0.0
+    return None if limits is None else limits[1]
 
 
-def _engine_heuristic_iterations(row: V.Row, t: V.RowTerms) -> None:
-    """``_charge_iterations`` under the tuning heuristic's token budget (``engine_limits``)."""
-    _charge_iterations(row, t, engine_limits(row)[2])
+def _engine_heuristic_tokens(row: V.Row) -> int | None:
+    """The tuning heuristic's token budget (``engine_limits``)."""
+    return engine_limits(row)[2]
 
 
 def _engine_table_batch(row: V.Row) -> int | None:
@@ -316,15 +271,9 @@ class Probe:
     gemm_roofline: bool = False
     #: the row's largest batch (the engine's maximum), or None where the probe sets none
     batch_cap: Callable[[V.Row], int | None] | None = None
-    #: the terms carry ITERATION_WEIGHTS, which the step time adds in series (the token-budget probes)
-    iteration_weights: bool = False
-    #: the model the probe changes: the token-budget probes of §6.9 change the model without its own
-    #: token budget (fix 19, which adopted ``engine-table-tokens``), so as not to charge it twice
-    variant: V.Variant = V.MODEL
-
-
-#: the model without fix 19's token budget (the token-budget probes charge their own)
-NO_BUDGET = V.Variant("no-token-budget", no_token_budget=True)
+    #: the row's engine's tokens per iteration in place of its own (``Row.engine_max_tokens``; None:
+    #: no budget), charged by the model's own rule (eq. 4.19, fix 19)
+    tokens: Callable[[V.Row], int | None] | None = None
 
 
 #: trtllm-bench's bytes per element by quantisation (``tuning.BYTES_PER_ELEM``; anything else: 2):
@@ -395,10 +344,9 @@ FORM_PROBES: dict[str, Probe] = {
     # §6.9: the engine limits of trtllm-bench's per-model table (engine_table_limits): its maximum batch,
     # its tokens per iteration (the round's extra iterations paying each step's fixed cost), both
     "engine-table-batch": Probe(batch_cap=_engine_table_batch),
-    "engine-table-tokens": Probe(terms=_engine_table_iterations, iteration_weights=True, variant=NO_BUDGET),
-    "engine-table": Probe(terms=_engine_table_iterations, batch_cap=_engine_table_batch, iteration_weights=True,
-                          variant=NO_BUDGET),
-    "engine-heuristic-tokens": Probe(terms=_engine_heuristic_iterations, iteration_weights=True, variant=NO_BUDGET),
+    "engine-table-tokens": Probe(tokens=_engine_table_tokens),
+    "engine-table": Probe(tokens=_engine_table_tokens, batch_cap=_engine_table_batch),
+    "engine-heuristic-tokens": Probe(tokens=_engine_heuristic_tokens),
 }
 
 
@@ -415,6 +363,8 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
                  "STEP_TERMS": V.STEP_TERMS}
 
     def row_terms(row: V.Row, batch: int, variant: V.Variant = V.MODEL) -> V.RowTerms:
+        if p.tokens is not None:
+            row = dataclasses.replace(row, engine_max_tokens=p.tokens(row))
         t = originals["row_terms"](row, batch, variant)
         if p.gemm_roofline:
             _weights_term(row, t)
@@ -432,8 +382,6 @@ def probing(change: Callable[[V.Row, V.RowTerms], None] | Probe | None) -> Itera
     V.row_terms, V.batch_from = row_terms, batch_from
     if p.gemm_roofline:
         V.step_time, V.STEP_TERMS = _gemm_roofline(originals["step_time"]), (*V.STEP_TERMS, "weights")
-    if p.iteration_weights:
-        V.step_time, V.STEP_TERMS = _with_iteration_weights(V.step_time), (*V.STEP_TERMS, ITERATION_WEIGHTS)
     try:
         yield
     finally:
@@ -482,15 +430,13 @@ def probe(name: str) -> Callable[[V.Row, V.RowTerms], None] | Probe | None:
 
 def run_probe(csv: str, split: str, name: str) -> dict[str, Any]:
     start = time.perf_counter()
-    p = probe(name)
-    variant = p.variant if isinstance(p, Probe) else V.MODEL
-    with probing(p):
-        res = V.fit_calibration(csv, split, pooled=False, variant=variant)
-        unseen = V.never_fitted_errors(res, variant)
+    with probing(probe(name)):
+        res = V.fit_calibration(csv, split, pooled=False)
+        unseen = V.never_fitted_errors(res)
         other, other_groups = never_fitted_mape(res, unseen)
         # each held-out row's error at the probe's calibration (the fit's own re-composition)
         labels = V.read_split(split)
-        held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, variant, path=csv).items())
+        held = {i: round(e, 3) for i, (_, e) in sorted(V.never_fitted_errors(res, path=csv).items())
                 if labels.get(i) == "held-out"}
     return {
         "held_out_mape_pct": V.rows_weighted_mape(res, "held_out"),

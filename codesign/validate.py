@@ -974,9 +974,10 @@ class RowTerms:
     metric: str
     prefill: dict[str, float]
     decode: dict[str, float]
-    #: the evaluation's own metrics at the calibration it ran with, and each step's local weight,
+    #: the evaluation's own metrics at the calibration it ran with, each step's local weight,
     #: KV-cache and whole-tensor activation bytes per device (``<phase>_step.bytes_weights_local``,
-    #: ``..._kv_local``, ``..._act_replicated_local``)
+    #: ``..._kv_local``, ``..._act_replicated_local``) and, under a token budget, the round's extra
+    #: iterations (``<phase>_step.extra_iterations``)
     evaluated: dict[str, float]
 
 
@@ -1021,6 +1022,8 @@ def row_terms(row: Row, batch: int, variant: Variant = MODEL) -> RowTerms:
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s",
                                           *(f"{ph}_step.bytes_{part}_local" for ph in ("prefill", "decode")
                                             for part in ("weights", "kv", "act_replicated")))}
+    # the iterations the engine's token budget adds (eq. 4.19), where the row has one
+    evaluated |= {k: float(m[k]) for k in ("prefill_step.extra_iterations", "decode_step.extra_iterations") if k in m}
     return RowTerms(batch, float(m["dp"]), float(m["pp"]), row.osl, row.num_gpus, row.metric,
                     phases["prefill"], phases["decode"], evaluated)
 

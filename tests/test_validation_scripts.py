@@ -461,70 +461,69 @@ def test_replicated_activations_in_l2_by_hand():
         V.row_terms(pp2, 8)
 
 
-def test_engine_table_limits_and_extra_iterations_by_hand():
+def test_engine_table_limits_and_the_token_probes_swap_the_rows_budget():
     """The engine table (VALIDATION.md §6.9): Llama 70B at TP 2 has (256, 1,024) in general and
     (2,048, 1,024) for a 4,096-token sequence (2048/2048); TP 8 (8,192, 16,384); Mixtral has no TP 8
-    entry, and no row of two stages has one. A round of 100 sequences at 2048/128 under 1,024 tokens
-    per iteration needs 100 x 2,176 / 1,024 = 212.5 iterations, 84.5 more than its 128; at 128/2048
-    10 sequences need 21.25, fewer than 2,048: none more."""
-    def r(tp, isl, osl, model="llama-3.1-70b", pp=1):
-        return V.Row("e", model, "h100-sxm", tp * pp, tp, pp, 1, 1, "fp16", isl, osl, None, "output_tokens_per_s", 1.0)
+    entry, and no row of two stages has one. The token probes charge the model's own extra
+    iterations (eq. 4.19) with the row's budget swapped: the table's 1,024 for Llama 70B at TP 2
+    (100 sequences at 2048/128: ceil(217,600 / 1,024) - 128 = 85 extra iterations), none for Mixtral
+    at TP 8, where the shipped row assumes 8,192; restored on exit."""
+    def r(tp, isl, osl, model="llama-3.1-70b", pp=1, tokens=None):
+        return V.Row("e", model, "h100-sxm", tp * pp, tp, pp, 1, 1, "fp16", isl, osl, None, "output_tokens_per_s", 1.0,
+                     engine_max_tokens=tokens)
 
     assert term_probes.engine_table_limits(r(2, 1000, 1000)) == (256, 1024)
     assert term_probes.engine_table_limits(r(2, 2048, 2048)) == (2048, 1024)
     assert term_probes.engine_table_limits(r(8, 128, 128)) == (8192, 16384)
     assert term_probes.engine_table_limits(r(8, 128, 128, "mixtral-8x7b")) is None
     assert term_probes.engine_table_limits(r(4, 128, 128, pp=2)) is None
-    assert term_probes.extra_iterations(100, 2048, 128, 1024) == pytest.approx(84.5, rel=1e-12)
-    assert term_probes.extra_iterations(10, 128, 2048, 1024) == 0.0
 
+    def extra(row, batch):
+        return V.row_terms(row, batch).evaluated.get("prefill_step.extra_iterations", 0.0)
+
+    llama, mixtral = r(2, 2048, 128), r(8, 2048, 128, "mixtral-8x7b", tokens=8192)
+    assert extra(llama, 100) == 0.0  # no budget on the row itself
+    assert extra(mixtral, 1000) == math.ceil(1000 * 2176 / 8192) - 128 == 138
+    with term_probes.probing(term_probes.probe("engine-table-tokens")):
+        assert extra(llama, 100) == 85
+        assert extra(mixtral, 1000) == 0.0
+    assert extra(llama, 100) == 0.0 and extra(mixtral, 1000) == 138
 
 def test_engine_table_tokens_charge_each_extra_iteration_a_steps_fixed_cost_by_hand():
     """``engine-table-tokens`` on Llama 70B FP16 at TP 4 on H100s, 2048/128, 100 sequences (1,024
-    tokens per iteration: 84.5 extra iterations). Each pays the decode step's weights, (70,553,706,496
-    - 128,256 x 8,192 + 100 x 8,192) x 2 B / 4 = 34,751,926,272 B per GPU at 3,350 GB/s, its
-    2 x 80 x 2 (4 - 1) + 3 = 963 ring steps (two all-reduces per layer, the logits all-gather) and
-    its 80 layers, added to the prefill step; the decode step is unchanged."""
+    tokens per iteration: ceil(217,600 / 1,024) - 128 = 85 extra iterations, by the model's eq.
+    4.19). Each pays the decode step's weights, (70,553,706,496 - 128,256 x 8,192 + 100 x 8,192) x
+    2 B / 4 = 34,751,926,272 B per GPU at 3,350 GB/s, its 2 x 80 x 2 (4 - 1) + 3 = 963 ring steps
+    (two all-reduces per layer, the logits all-gather) and its 80 layers, added to the prefill step;
+    the decode step is unchanged."""
     r = V.Row("t", "llama-3.1-70b", "h100-sxm", 4, 4, 1, 1, 1, "fp16", 2048, 128, None, "output_tokens_per_s", 1.0)
     ref = V.row_terms(r, 100)
-    original = (V.step_time, V.STEP_TERMS)
-    cal = {**calibration_for("h100-sxm").model_dump(), "stream_overlap": 1.0}
     with term_probes.probing(term_probes.probe("engine-table-tokens")):
         t = V.row_terms(r, 100)
-        assert term_probes.ITERATION_WEIGHTS in V.STEP_TERMS
-        # in series with the streams: an overlap of 1 hides none of it
-        in_series = float(V.step_time(t.prefill, cal)) - float(original[0]({**t.prefill, "iteration_weights": 0.0}, cal))
-    assert (V.step_time, V.STEP_TERMS) == original
     weights_B = ref.evaluated["decode_step.bytes_weights_local"]
     assert weights_B == pytest.approx(34_751_926_272, rel=1e-12)
     assert ref.decode["collective_steps"] == 963 and ref.decode["layers"] == 80
-    assert t.prefill["iteration_weights"] == pytest.approx(84.5 * 34_751_926_272 / 3350e9, rel=1e-9)
-    from codesign.model.hardware import achieved_memory_fraction
-
-    mem = achieved_memory_fraction(cal["memory_efficiency"], cal.get(V.CAP_FIELD), 3350.0)
-    assert in_series == pytest.approx(84.5 * 34_751_926_272 / 3350e9 / mem, rel=1e-6)
-    assert t.prefill["memory_local"] == ref.prefill["memory_local"]
-    assert t.prefill["collective_steps"] - ref.prefill["collective_steps"] == pytest.approx(84.5 * 963, rel=1e-12)
-    assert t.prefill["layers"] - ref.prefill["layers"] == pytest.approx(84.5 * 80, rel=1e-12)
-    assert t.prefill["net_latency"] - ref.prefill["net_latency"] == pytest.approx(84.5 * ref.decode["net_latency"],
-                                                                                  rel=1e-12)
-    assert {k: v for k, v in t.decode.items() if k != "iteration_weights"} == ref.decode
-    assert t.decode["iteration_weights"] == 0.0
+    assert t.evaluated["prefill_step.extra_iterations"] == 85
+    assert t.prefill["memory_local"] - ref.prefill["memory_local"] == pytest.approx(85 * 34_751_926_272 / 3350e9,
+                                                                                    rel=1e-9)
+    assert t.prefill["collective_steps"] - ref.prefill["collective_steps"] == 85 * 963
+    assert t.prefill["layers"] - ref.prefill["layers"] == 85 * 80
+    assert t.prefill["net_latency"] - ref.prefill["net_latency"] == pytest.approx(85 * ref.decode["net_latency"],
+                                                                                  rel=1e-9)
+    assert t.prefill["compute"] == ref.prefill["compute"] and t.decode == ref.decode
 
 
 def test_engine_heuristic_tokens_charge_only_beyond_the_heuristics_budget():
     """``engine-heuristic-tokens``: Llama 70B FP8 at TP 8 on H100s, 2048/128, gets 28,672 tokens per
-    iteration from trtllm-bench's heuristic: 1,400 sequences need 1,400 x 2,176 / 28,672 = 106.25
-    iterations, fewer than 128 (nothing charged); 2,000 need 151.79, 23.79 more."""
+    iteration from trtllm-bench's heuristic: 1,400 sequences need ceil(1,400 x 2,176 / 28,672) = 107
+    iterations, fewer than 128 (nothing charged); 2,000 need ceil(151.79) = 152, 24 more."""
     r = V.Row("h", "llama-3.1-70b", "h100-sxm", 8, 8, 1, 1, 1, "fp8", 2048, 128, None, "output_tokens_per_s", 1.0)
     assert term_probes.engine_limits(r)[2] == 28_672
-    for batch, extra in ((1400, 0.0), (2000, 2000 * 2176 / 28672 - 128)):
+    for batch, extra in ((1400, 0), (2000, 24)):
         ref = V.row_terms(r, batch)
         with term_probes.probing(term_probes.probe("engine-heuristic-tokens")):
             t = V.row_terms(r, batch)
-        assert t.prefill["layers"] - ref.prefill["layers"] == pytest.approx(extra * 80, rel=1e-12, abs=1e-9)
-    assert extra == pytest.approx(23.7857, rel=1e-4)
-
+        assert t.prefill["layers"] - ref.prefill["layers"] == extra * 80
 
 def test_engine_table_batch_caps_the_batch_and_is_undone():
     """``engine-table-batch``: where the memory rule would admit 5,000 sequences, the engine of

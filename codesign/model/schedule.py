@@ -213,10 +213,11 @@ def _token_budget(spec: WorkloadSpec, f: dict[str, Any], sequences: Any, weights
         phase, extra = "prefill", extra_iterations(n * isl, 1, budget)
     else:
         phase, extra = "decode", extra_iterations(n, 1, budget)
+    reread = extra * weights_decode  # the weights every extra iteration reads again
     f[f"{phase}.extra_iterations"] = extra
-    f[f"{phase}.bytes_local"] = f[f"{phase}.bytes_local"] + extra * weights_decode * w_local
-    f[f"{phase}.bytes_weights_local"] = f[f"{phase}.bytes_weights_local"] + extra * weights_decode * w_local
-    f[f"{phase}.bytes_pool"] = f[f"{phase}.bytes_pool"] + extra * weights_decode * (1 - w_local)
+    f[f"{phase}.bytes_local"] = f[f"{phase}.bytes_local"] + reread * w_local
+    f[f"{phase}.bytes_weights_local"] = f[f"{phase}.bytes_weights_local"] + reread * w_local
+    f[f"{phase}.bytes_pool"] = f[f"{phase}.bytes_pool"] + reread * (1 - w_local)
     for col in ITERATION_COLUMNS:
         f[f"{phase}.{col}"] = f[f"{phase}.{col}"] + extra * f[f"decode.{col}"]
 

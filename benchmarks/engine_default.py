@@ -23,7 +23,6 @@ import dataclasses
 import sys
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,33 +51,22 @@ def _with_engine(row: V.Row, max_batch: int | None, max_tokens: int | None) -> V
     return dataclasses.replace(row, engine_max_batch=max_batch, engine_max_tokens=max_tokens)
 
 
-@contextmanager
-def lacking_layouts_as(mode: str):
-    """``validate.read_rows`` with the rows whose layout the shipped table lacks (but whose source
-    it lists) given ``mode``'s engine; restored on exit."""
+def lacking_layouts_as(mode: str, rows: list[V.Row]) -> list[V.Row]:
+    """``rows`` with those whose layout the shipped table lacks (but whose source it lists) given
+    ``mode``'s engine."""
     listed = {k for b in V.read_benchmark_engines() for k in b.engines}
-    original = V.read_rows
-
-    def read_rows(path: str | Path) -> tuple[list[V.Row], list[dict[str, Any]]]:
-        rows, bad = original(path)
-        out = [_with_engine(r, *engine_for(r, mode))
-               if r.engine_max_batch is not None and (r.model, r.tp) not in listed else r for r in rows]
-        return out, bad
-
-    V.read_rows = read_rows
-    try:
-        yield
-    finally:
-        V.read_rows = original
+    return [_with_engine(r, *engine_for(r, mode)) if r.engine_max_batch is not None and (r.model, r.tp) not in listed
+            else r for r in rows]
 
 
 def run(mode: str) -> dict[str, Any]:
     start = time.perf_counter()
-    with lacking_layouts_as(mode):
-        res = V.fit_calibration(str(V.DEFAULT_MEASUREMENTS), str(V.DEFAULT_SPLIT), pooled=False)
-        labels = V.read_split(str(V.DEFAULT_SPLIT))
-        errors = V.never_fitted_errors(res, path=str(V.DEFAULT_MEASUREMENTS))
-        other = V.mape(e for _, e in V.never_fitted_errors(res).values())
+    rows = lacking_layouts_as(mode, V.read_rows(V.DEFAULT_MEASUREMENTS)[0])
+    res = V.fit_calibration(str(V.DEFAULT_MEASUREMENTS), str(V.DEFAULT_SPLIT), pooled=False, rows=rows)
+    labels = V.read_split(str(V.DEFAULT_SPLIT))
+    errors = V.never_fitted_errors(res, path=str(V.DEFAULT_MEASUREMENTS), rows=rows)
+    other = V.mape(e for _, e in V.never_fitted_errors(
+        res, rows=lacking_layouts_as(mode, V.read_rows(V.NEVER_FITTED)[0])).values())
     groups: dict[str, list[float]] = defaultdict(list)
     for i, (r, e) in errors.items():
         if labels.get(i) == "held-out":

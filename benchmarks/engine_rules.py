@@ -13,8 +13,10 @@ held-out rows.
   table; the LM head stays split (``schedule.REPLICATED_EMBEDDING``);
 * ``network-efficiency-nccl``: hopper's network efficiency held at the bus bandwidth NCCL's ring
   reaches on large messages on 8 H100s (0.82 of 450 GB/s; NVIDIA/nccl-tests issue 212) and at a
-  value between that and the fit (0.70), the rest of hopper's calibration re-fitted. The prefill
-  all-reduces of the TP 8 rows are large NCCL messages; the fit's 0.60 is set mostly by decode.
+  value between that and the fit (0.70), the rest of hopper's calibration re-fitted; each also
+  judged on the never-fitted files (NEVER_FITTED_FILES: hopper's rows at that calibration, the
+  other families' at the shipped one). The prefill all-reduces of the TP 8 rows are large NCCL
+  messages.
 * ``nccl-above-threshold``: on NVLink, TensorRT-LLM's AllreducePlugin runs its own one-shot /
   two-shot kernels for messages up to 8 MB (16 MB at TP 2) and NCCL above
   (``AllreducePlugin::selectImplementation``). Prefill chunks (at least 2,048 tokens) are always
@@ -60,6 +62,27 @@ NCCL_EFFICIENCY = {"hopper": 0.82, "ampere": 0.77}
 CUSTOM_ALLREDUCE_MAX_B = {2: 16e6}
 CUSTOM_ALLREDUCE_MAX_B_DEFAULT = 8e6
 PARTS = ("variants", "hopper-network", "nccl-above-threshold")
+#: never-fitted files each hopper network efficiency is also judged on (VALIDATION.md §6.2, §5.8, §5.9)
+NEVER_FITTED_FILES = {
+    "other_models": V.NEVER_FITTED,
+    "repeat_table": V.REPO_ROOT / "validation" / "repeat-llama3-70b.csv",
+    "nim": V.REPO_ROOT / "validation" / "nim-llama3.3-70b-h100.csv",
+}
+
+
+def never_fitted_with(hopper: dict[str, Any]) -> dict[str, float]:
+    """MAPE of each NEVER_FITTED_FILES file with ``hopper`` (a fit_calibration group) for hopper's
+    rows and the shipped calibration for every other family's."""
+    from codesign.model.hardware import calibration_for
+
+    fitted: dict[str, Any] = {"hopper": hopper}
+    out: dict[str, float] = {}
+    for key, path in NEVER_FITTED_FILES.items():
+        for r in V.read_rows(path)[0]:
+            fam = V.family_of(r.gpu)
+            fitted.setdefault(fam, {"params": calibration_for(r.gpu).model_dump()})
+        out[key] = V.mape(e for _, e in V.never_fitted_errors(fitted, path=path).values())
+    return out
 
 
 @contextmanager
@@ -133,9 +156,11 @@ def main() -> None:
             v = V.MODEL if eta is None else V.Variant(f"hopper-network-{eta}", fixed=(("network_efficiency", eta),))
             fam = V.fit_calibration(args.csv, args.split, families=["hopper"], pooled=False, variant=v)["hopper"]
             key = "fitted" if eta is None else f"{eta:.2f}"
-            out["hopper"][key] = {k: fam[k] for k in fields}
+            never = never_fitted_with(fam)
+            out["hopper"][key] = {**{k: fam[k] for k in fields}, "never_fitted_mape_pct": never}
             print(f"hopper network efficiency {key:6s} held-out {fam['held_out_mape_pct']:.2f} %  "
-                  f"fit {fam['fit_mape_pct']:.2f} %", flush=True)
+                  f"fit {fam['fit_mape_pct']:.2f} %  never fitted "
+                  + ", ".join(f"{k} {v:.2f} %" for k, v in never.items()), flush=True)
         seconds["hopper-network"] = round(time.perf_counter() - t, 1)
     if "nccl-above-threshold" in parts:
         t = time.perf_counter()

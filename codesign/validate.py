@@ -1243,20 +1243,30 @@ class ValidationReport:
         return sorted(self.rows, key=lambda r: -abs(r["error_pct"]))[:n]
 
     def targets(self, groups: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
-        """The held-out MAPE and each group's held-out MAPE against the targets (None when no row
-        is labelled fit / held-out: nothing to judge). ``groups``: ``self.groups`` if already built."""
-        groups = {k: g["held_out_mape_pct"] for k, g in (self.groups if groups is None else groups).items()
-                  if not math.isnan(g["held_out_mape_pct"])}
-        if not groups:
+        """The held-out MAPE and each group's MAPE against the targets (None when no row is
+        labelled fit / held-out: nothing to judge). ``groups``: ``self.groups`` if already built.
+
+        The group target is judged two ways: on each group's every row, as the issue states it
+        ("<= 12 % in every (model, chip) group", the ``--by`` table's MAPE column), and on each
+        group's held-out rows alone, the stricter reading (``groups_over`` / ``groups_met``)."""
+        every = self.groups if groups is None else groups
+        held_groups = {k: g["held_out_mape_pct"] for k, g in every.items() if not math.isnan(g["held_out_mape_pct"])}
+        if not held_groups:
             return None
         held = self.subset_mape("held-out")
-        over = {k: v for k, v in groups.items() if v > TARGET_GROUP_MAPE_PCT}
+        over = {k: v for k, v in held_groups.items() if v > TARGET_GROUP_MAPE_PCT}
+        over_all = {k: g["mape_pct"] for k, g in every.items() if g["mape_pct"] > TARGET_GROUP_MAPE_PCT}
+        worst = max(every, key=lambda k: every[k]["mape_pct"])
         return {
             "held_out_mape_pct": held,
             "held_out_target_pct": TARGET_HELD_OUT_MAPE_PCT,
             "held_out_met": held <= TARGET_HELD_OUT_MAPE_PCT,
             "group_target_pct": TARGET_GROUP_MAPE_PCT,
-            "groups_judged": len(groups),
+            "groups_all_rows_judged": len(every),
+            "groups_all_rows_over": over_all,
+            "groups_all_rows_met": not over_all,
+            "worst_group_all_rows": [worst, every[worst]["mape_pct"]],
+            "groups_judged": len(held_groups),
             "groups_over": over,
             "groups_met": not over,
         }
@@ -1701,6 +1711,7 @@ def fit_calibration(
     variant: Variant = MODEL,
     families: Sequence[str] | None = None,
     pooled: bool = True,
+    rows: Sequence[Row] | None = None,
 ) -> dict[str, Any]:
     """Fit the calibration per chip family on the split's ``fit`` rows (and, with ``pooled`` and
     every family, one calibration on all of them together for the chips of unmeasured families, key POOLED).
@@ -1714,10 +1725,12 @@ def fit_calibration(
     ``split_of`` (SPLIT_METHOD), as ``make_split`` would. Returns ``{family: {"chips", "params",
     "n_fit", "fit_mape_pct", "n_held_out", "held_out_mape_pct"}}``. ``write``: True for the
     shipped calibration.toml, or a path; the family's values go to each of its chips' table.
+    ``rows``: the rows of ``csv_path`` as a study altered them (e.g. another engine for some),
+    instead of reading the file.
     """
     from codesign.model.hardware import calibration_for
 
-    rows, _ = read_rows(csv_path)
+    rows = list(read_rows(csv_path)[0] if rows is None else rows)
     labels = read_split(split_file) if split_file is not None else {r.id: split_of(r.id) for r in rows}
     usable = [r for r in rows if skip_reason(r, variant) is None and r.id in labels]
     by_fam: dict[str, list[Row]] = defaultdict(list)
@@ -2048,11 +2061,12 @@ NEVER_FITTED = REPO_ROOT / "validation" / "other-models.csv"
 
 
 def never_fitted_errors(fitted: dict[str, Any], variant: Variant = MODEL,
-                        path: str | Path = NEVER_FITTED) -> dict[str, tuple[Row, float]]:
-    """Signed % error of every predictable row of ``path``, each predicted with its group's
-    calibration from ``fitted`` (a fit_calibration result under ``variant``) through the fit's own
-    re-composition. Every row's group must have been fitted."""
-    rows = [r for r in read_rows(path)[0] if skip_reason(r, variant) is None]
+                        path: str | Path = NEVER_FITTED, rows: Sequence[Row] | None = None) -> dict[str, tuple[Row, float]]:
+    """Signed % error of every predictable row of ``path`` (or of ``rows``, read from it and
+    altered by a study), each predicted with its group's calibration from ``fitted`` (a
+    fit_calibration result under ``variant``) through the fit's own re-composition. Every row's
+    group must have been fitted."""
+    rows = [r for r in (read_rows(path)[0] if rows is None else rows) if skip_reason(r, variant) is None]
     cache = TermCache(variant)
     out: dict[str, tuple[Row, float]] = {}
     for g in sorted({variant.group_of(r.gpu) for r in rows}):
@@ -2193,9 +2207,16 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
         def verdict(ok: bool) -> str:
             return "met" if ok else "not met"
 
-        over = ", ".join(f"{k} {v:.2f} %" for k, v in t["groups_over"].items())  # 12.03 is over 12
+        def listed(groups: dict[str, float]) -> str:
+            return ", ".join(f"{k} {v:.2f} %" for k, v in groups.items())  # 12.03 is over 12
+
+        over, over_all = listed(t["groups_over"]), listed(t["groups_all_rows_over"])
+        worst_k, worst_v = t["worst_group_all_rows"]
         lines += ["", f"targets: held-out MAPE <= {t['held_out_target_pct']:g} %: {t['held_out_mape_pct']:.2f} % "
-                      f"({verdict(t['held_out_met'])}); every group's held-out MAPE <= {t['group_target_pct']:g} %: "
+                      f"({verdict(t['held_out_met'])}); every group's MAPE <= {t['group_target_pct']:g} %: "
+                      f"{t['groups_all_rows_judged'] - len(t['groups_all_rows_over'])} of {t['groups_all_rows_judged']} "
+                      f"({verdict(t['groups_all_rows_met'])}{': over ' + over_all if over_all else ''}; "
+                      f"worst {worst_k} {worst_v:.2f} %); on its held-out rows alone: "
                       f"{t['groups_judged'] - len(t['groups_over'])} of {t['groups_judged']} "
                       f"({verdict(t['groups_met'])}{': over ' + over if over else ''})"]
     lines += ["", "worst rows:"]

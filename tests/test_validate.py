@@ -532,8 +532,20 @@ def test_targets_judge_the_held_out_rows_overall_and_per_group():
     assert t["held_out_mape_pct"] == pytest.approx(10.0) and not t["held_out_met"]
     assert t["groups_judged"] == 2 and list(t["groups_over"]) == ["m|h"] and not t["groups_met"]
     assert t["groups_over"]["m|h"] == pytest.approx(20.0)
+    # every row of a group: m|h is (20 + 50) / 2 = 35 %, m|g 5 %
+    assert t["groups_all_rows_judged"] == 2 and t["groups_all_rows_over"] == {"m|h": pytest.approx(35.0)}
+    assert not t["groups_all_rows_met"] and t["worst_group_all_rows"] == ["m|h", pytest.approx(35.0)]
     text = V.format_report(V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]))
-    assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text and "1 of 2 (not met: over m|h 20.00 %)" in text
+    assert "held-out MAPE <= 7 %: 10.00 % (not met)" in text
+    assert "every group's MAPE <= 12 %: 1 of 2 (not met: over m|h 35.00 %; worst m|h 35.00 %)" in text
+    assert "on its held-out rows alone: 1 of 2 (not met: over m|h 20.00 %)" in text
+    # the two readings part: a fit row at 20 % leaves m|h's every-row MAPE at 20 % but its held-out one at 9 %
+    parted = [row("a", "g", 4.0, "held-out"), row("c", "h", 9.0, "held-out"), row("d", "h", 31.0, "fit")]
+    t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=parted, skipped=[]).targets()
+    assert t["groups_met"] and not t["groups_all_rows_met"] and t["groups_all_rows_over"] == {"m|h": pytest.approx(20.0)}
+    parted[2]["error_pct"] = 11.0  # every row 10 %, held-out 9 %: both met
+    t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=parted, skipped=[]).targets()
+    assert t["groups_met"] and t["groups_all_rows_met"] and t["worst_group_all_rows"] == ["m|h", pytest.approx(10.0)]
     assert "batch set by: memory 4, no request count 4" in text
     rows = [row("a", "g", 4.0, "held-out"), row("b", "g", -6.0, "held-out")]
     t = V.ValidationReport(csv="toy.csv", by=("model", "gpu"), rows=rows, skipped=[]).targets()

@@ -27,7 +27,7 @@ from codesign.errors import InputError, did_you_mean
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "mxfp4"]
 
 BYTES_PER_ELEMENT: dict[str, float] = {
     "fp32": 4.0,
@@ -41,7 +41,23 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     # negligible); NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference"
     # (developer.nvidia.com blog, June 2025)
     "fp4": 0.5625,
+    # MXFP4 (OCP Microscaling Formats v1.0, the format of gpt-oss's expert weights): 32 E2M1 values
+    # share one E8M0 scale, 136 bits per 32 elements = 4.25 bits. A weight-only format here: its
+    # math runs at 16 bit (hardware.PRECISION_FALLBACK), as the W4A16 kernels that serve it on
+    # GPUs without an FP4 MMA do; an engine running Blackwell's block-scaled FP4 MMA is "fp4"
+    "mxfp4": 0.53125,
 }
+
+#: the KV cache's precision where a workload does not give one: the weights' precision, but a
+#: weight-only format's cache is written by its 16-bit math
+WEIGHT_ONLY_KV_PRECISION: dict[str, str] = {"mxfp4": "bf16"}
+
+
+def kv_precision_of(precision: str, kv_precision: str | None) -> str:
+    """The KV cache's precision of a workload with weights at ``precision`` and a stated
+    ``kv_precision`` (None: not stated)."""
+    return kv_precision or WEIGHT_ONLY_KV_PRECISION.get(precision, precision)
+
 
 #: Schedule decisions (per workload) the model understands, and their value types.
 SCHEDULE_DECISIONS: dict[str, type] = {
@@ -97,7 +113,7 @@ class WorkloadSpec(Strict):
 
     @property
     def kv_bytes_per_element(self) -> float:
-        return BYTES_PER_ELEMENT[self.kv_precision or self.precision]
+        return BYTES_PER_ELEMENT[kv_precision_of(self.precision, self.kv_precision)]
 
     @property
     def weight_bytes_per_param(self) -> float:

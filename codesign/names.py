@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 _PREFIXES = ("nvidia-", "amd-instinct-", "amd-", "meta-")
 #: trailing words that decorate a checkpoint without changing the architecture
 _SUFFIXES = (
-    "instruct", "chat", "hf", "it", "base", "fp8", "fp4", "nvfp4", "bf16", "fp16", "dynamic", "kv",
+    "instruct", "chat", "hf", "it", "base", "fp8", "fp4", "nvfp4", "mxfp4", "bf16", "fp16", "dynamic", "kv",
 )
 #: a checkpoint revision (-v0.1, -v0.3: Mistral's); not -v3 or -v3.1, which name DeepSeek models
 _REVISION = re.compile(r"-v0(\.\d+)+$")

@@ -274,14 +274,18 @@ FP8_KV_PRECISIONS = ("fp8", "fp4")
 
 
 def engine_kv_precision(precision: str) -> str:
-    """KV-cache precision of a row without a ``kv_precision`` column (``FP8_KV_PRECISIONS``)."""
-    return "fp8" if precision in FP8_KV_PRECISIONS else precision
+    """KV-cache precision of a row without a ``kv_precision`` column (``FP8_KV_PRECISIONS``; a
+    weight-only format's cache at its math's 16 bit, ``instance.kv_precision_of``)."""
+    from codesign.instance import kv_precision_of
+
+    return "fp8" if precision in FP8_KV_PRECISIONS else kv_precision_of(precision, None)
 
 
 #: other spellings of the precisions in measurement files (NVFP4 is the 4-bit format the catalog's
-#: fp4 figures describe; MXFP4 weight-only checkpoints are not read as fp4: their math is 16 bit)
+#: fp4 figures describe; MXFP4 is its own weight-only precision, ``mxfp4``: 4.25-bit weights, 16-bit
+#: math, and not in FP8_KV_PRECISIONS, whose source rule names NVFP4 and FP8 only)
 PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8",
-                     "fp8_e4m3": "fp8", "e4m3": "fp8", "nvfp4": "fp4"}
+                     "fp8_e4m3": "fp8", "e4m3": "fp8", "nvfp4": "fp4", "mx_fp4": "mxfp4", "w4a16_mxfp4": "mxfp4"}
 
 
 def resolve_names(model: str, gpu: str, precision: str) -> tuple[str, str, str, tuple[tuple[str, str], ...]]:

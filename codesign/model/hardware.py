@@ -41,6 +41,8 @@ TBPS_TO_BPS = 1e12 / 8.0
 #: (weights are up-converted and the math runs at the next wider supported format).
 PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
     "fp4": ("fp4", "fp8", "bf16", "fp16"),
+    # weight-only: 4.25-bit weights (instance.BYTES_PER_ELEMENT), activations and GEMMs at 16 bit
+    "mxfp4": ("bf16", "fp16"),
     "fp8": ("fp8", "bf16", "fp16"),
     "int8": ("int8", "fp8", "bf16", "fp16"),
     "bf16": ("bf16", "fp16"),

@@ -53,7 +53,7 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.instance import BYTES_PER_ELEMENT
+from codesign.instance import BYTES_PER_ELEMENT, kv_precision_of
 from codesign.model import network
 from codesign.model.hardware import (
     PICO,
@@ -175,7 +175,7 @@ def build_problem(inst) -> MappingProblem:
     stages = sum(g.count for g in s.devices)
     m = s.workload.batch // stages
     wb = BYTES_PER_ELEMENT[s.workload.precision]
-    kvb = BYTES_PER_ELEMENT[s.workload.kv_precision or s.workload.precision]
+    kvb = BYTES_PER_ELEMENT[kv_precision_of(s.workload.precision, s.workload.kv_precision)]
     eb = embedding_bytes_per_param(wb)
     c = float(s.workload.context_tokens)
     L = w.num_layers

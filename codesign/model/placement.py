@@ -54,7 +54,7 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.instance import BYTES_PER_ELEMENT
+from codesign.instance import BYTES_PER_ELEMENT, kv_precision_of
 from codesign.model import network
 from codesign.model.hardware import (
     PICO,
@@ -274,7 +274,7 @@ def build_problem(inst) -> PlacementProblem:
     D, t, B = s.devices.count, s.devices.tp, wl.batch
     G = D // t
     wb = BYTES_PER_ELEMENT[wl.precision]
-    kvb = BYTES_PER_ELEMENT[wl.kv_precision or wl.precision]
+    kvb = BYTES_PER_ELEMENT[kv_precision_of(wl.precision, wl.kv_precision)]
     eb = embedding_bytes_per_param(wb)
     c = float(wl.context_tokens)
     L, Lm = w.num_layers, w.moe_layers

@@ -87,6 +87,13 @@ def export(mip: MIP, path: str | Path, fmt: str) -> Path:
     return path
 
 
+def _pyomo_version() -> str:
+    """Pyomo's version (``pyomo.version.version``; ``pyomo.environ`` no longer re-exports it)."""
+    from pyomo.version import version
+
+    return f"pyomo {version}"
+
+
 def solve(mip: MIP, solver_name: str = "highs", *, time_limit: float | None = None, **_: Any) -> SolveResult:
     """Solve through ``pyomo.environ.SolverFactory(solver_name)``."""
     import pyomo.environ as pyo
@@ -134,6 +141,6 @@ def solve(mip: MIP, solver_name: str = "highs", *, time_limit: float | None = No
         wall_time_s=elapsed,
         nodes=None,
         solver=f"pyomo:{solver_name}",
-        solver_version=str(pyo.version.version),
+        solver_version=_pyomo_version(),
         parameters={"mip_rel_gap": 0.0, "mip_abs_gap": 0.0, **options},
     )

@@ -96,10 +96,20 @@ def _pyomo_version() -> str:
 
 def solve(mip: MIP, solver_name: str = "highs", *, time_limit: float | None = None, **_: Any) -> SolveResult:
     """Solve through ``pyomo.environ.SolverFactory(solver_name)``."""
+    import logging
+
     import pyomo.environ as pyo
 
-    opt = pyo.SolverFactory(solver_name)
-    if opt is None or not opt.available(exception_flag=False):
+    # Pyomo logs its own traceback when a name is no solver it knows; the message below says it
+    pyomo_log = logging.getLogger("pyomo")
+    level = pyomo_log.level
+    pyomo_log.setLevel(logging.CRITICAL)
+    try:
+        opt = pyo.SolverFactory(solver_name)
+        found = opt is not None and opt.available(exception_flag=False)
+    finally:
+        pyomo_log.setLevel(level)
+    if not found:
         raise InputError(
             f"Pyomo cannot find solver {solver_name!r}",
             expected="a solver Pyomo drives that is installed (e.g. pyomo:highs, pyomo:cbc, pyomo:glpk)",

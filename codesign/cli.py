@@ -228,13 +228,16 @@ def read_design_file(path: Path) -> dict[str, Any]:
     ``design`` object also works)."""
     if not path.exists():
         raise InputError("design file not found", file=path)
+    if path.is_dir():
+        raise InputError("a directory, not a design file", file=path, expected="a JSON or TOML (.toml) design file")
     if path.suffix == ".toml":
         data = load_toml(path)
     else:
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc}", file=path) from None
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid JSON: {exc}", file=path,
+                             expected="a JSON design file, or TOML with the suffix .toml") from None
     if not isinstance(data, dict):
         raise InputError("a design file maps decision names to values", file=path, value=type(data).__name__)
     if "design" in data and isinstance(data["design"], dict):
@@ -339,7 +342,9 @@ def solve_cmd(
 ) -> None:
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
     from codesign.mapping.spec import is_mapping_source
+    from codesign.solve import check_limits
 
+    check_limits(time_limit, threads)
     if is_mapping_source(name):
         from codesign.mapping.spec import commands_for
 
@@ -474,7 +479,15 @@ def certify_cmd(
 ) -> None:
     """Certify a design: audit every constraint and state how far it can be from the best."""
     from codesign.mapping.spec import commands_for, is_mapping_source
+    from codesign.solve import check_limits
 
+    check_limits(time_limit, None)
+    if solutions.exists() and not solutions.is_dir():
+        raise InputError("--solutions is a directory of stored solutions", file=solutions, expected="a directory",
+                         suggestion="the directory `solve --save --out-dir` wrote to")
+    if solutions != Path("solutions") and not solutions.exists():
+        raise InputError("no such directory of stored solutions", file=solutions, key="--solutions",
+                         suggestion="leave it out to solve afresh, or give the directory `solve --save --out-dir` wrote to")
     if is_mapping_source(name):
         mapping = commands_for(name)
         if not hasattr(mapping, "certify"):
@@ -603,7 +616,7 @@ def metrics_cmd(as_json: JsonOpt = False) -> None:
 @handles_errors
 def export_cmd(
     name: Annotated[str, typer.Argument(help="named instance or path to a .toml")],
-    fmt: Annotated[str, typer.Option("--format", help="mps | lp")] = "mps",
+    fmt: Annotated[str | None, typer.Option("--format", help="mps | lp (default: the output's suffix, else mps)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="file to write (default NAME.FORMAT)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -612,6 +625,12 @@ def export_cmd(
     from codesign.formulation.build import build
     from codesign.instance import load_instance
 
+    suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+    if fmt is None:
+        fmt = suffix if suffix in ("mps", "lp") else "mps"
+    elif suffix in ("mps", "lp") and suffix != fmt:
+        raise InputError("the output's suffix names another format", file=output, key="--format", value=fmt,
+                         expected=f"--format {suffix} for a .{suffix} file", suggestion="leave --format out: the suffix decides")
     inst = load_instance(name)
     comp = build(inst)
     if comp.empty_reason:
@@ -646,6 +665,12 @@ def validate_cmd(
                          suggestion="`codesign calibrate CSV --out FILE` writes FILE's split beside it")
     kwargs = {} if split is None else {"split_file": split}
     report = v.run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()), **kwargs)
+    if not report.rows:
+        reasons = "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:3])
+        raise InputError("the file has no rows" if not report.skipped else
+                         f"no row of the file could be predicted ({len(report.skipped)} skipped; {reasons}"
+                         f"{' ...' if len(report.skipped) > 3 else ''})",
+                         file=csv, expected="rows of known models, chips and metrics (README of shared/validation)")
     if plot_path is not None:
         v.plot(report, plot_path)
     if as_json:

@@ -35,19 +35,40 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
     write_text_atomic(path, dumps(data) + "\n")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename)."""
+    """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename), with
+    the permissions a plain write would give it. A path that cannot be written is bad input
+    (``InputError``: the path and the system's reason)."""
+    from codesign.errors import InputError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise InputError("cannot write a file: the path is a directory", file=path,
+                         suggestion=f"give a file name inside it, e.g. {path / 'out.json'}")
     try:
-        with os.fdopen(fd, "w") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write here: {exc.strerror or exc}", file=path,
+                         suggestion="choose a directory you can write to") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write here: {exc.strerror or exc}", file=path,
+                             suggestion="choose a directory you can write to") from None
         raise
 
 
@@ -58,9 +79,13 @@ def read_json(path: str | Path) -> Any:
     if not path.exists():
         raise InputError("file not found", file=path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc}", file=path) from None
+    except UnicodeDecodeError:
+        raise InputError("not a JSON file: not UTF-8 text", file=path, expected="a JSON file") from None
+    except IsADirectoryError:
+        raise InputError("a directory, not a JSON file", file=path, expected="a JSON file") from None
 
 
 def results_to_extend(path: str | Path, made_from: dict[str, Any], section: str) -> dict[str, Any]:

@@ -31,6 +31,10 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(f)
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise InputError("a directory, not a TOML file", file=path, expected="a .toml file") from None
+    except UnicodeDecodeError:
+        raise InputError("not a TOML file: not UTF-8 text", file=path, expected="a .toml file") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", file=path) from None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import math
 import subprocess
 import time
 from collections.abc import Callable
@@ -42,6 +43,17 @@ def check_solver(solver: str) -> None:
         expected="highs | cpsat | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
         suggestion=did_you_mean(solver, SOLVERS),
     )
+
+
+def check_limits(time_limit: float | None, threads: int | None) -> None:
+    """A time limit is a positive finite number of seconds; threads a count, 0 for the solver's
+    own choice."""
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
+        raise InputError("a time limit is a positive number of seconds", key="--time-limit", value=time_limit,
+                         expected="> 0 and finite", suggestion="leave it out to solve to proven optimality")
+    if threads is not None and threads < 0:
+        raise InputError("threads is a count", key="--threads", value=threads,
+                         expected=">= 1, or 0 for the solver's own choice")
 
 
 def backend_solve(mip, solver: str, **opts):

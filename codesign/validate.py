@@ -478,18 +478,44 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
     path = Path(csv_path)
     if not path.is_file():
         raise InputError("measurements file not found", file=path)
+    try:
+        return _read_rows(path, known, engines)
+    except UnicodeDecodeError:
+        raise InputError("not a measurements CSV: not UTF-8 text", file=path, expected="a CSV file") from None
+
+
+#: the columns every measurements file has (the others are optional)
+REQUIRED_COLUMNS = ("id", "model", "gpu", "num_gpus", "tp", "isl", "osl", "metric", "value")
+
+
+def _float_field(raw: dict[str, Any], key: str) -> float:
+    text = str(raw.get(key) or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"column {key}: {text!r} is not a number") from None
+
+
+def _read_rows(path: Path, known: Any, engines: Any) -> tuple[list[Row], list[dict[str, Any]]]:
     rows: list[Row] = []
     bad: list[dict[str, Any]] = []
-    with path.open(newline="") as f:
+    first_line: dict[str, int] = {}
+    with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        missing = {"id", "model", "gpu", "metric", "value", "num_gpus", "tp", "isl", "osl"} - set(reader.fieldnames or [])
+        have = list(reader.fieldnames or [])
+        missing = [c for c in REQUIRED_COLUMNS if c not in have]
         if missing:
             raise InputError(
-                "measurements file lacks columns", file=path, value=sorted(missing),
-                expected="the columns of ../shared/validation/README.md",
+                f"measurements file lacks the column(s) {', '.join(missing)}", file=path, value=have,
+                expected=f"a header with at least {', '.join(REQUIRED_COLUMNS)} (optional: pp, ep, attention_dp, "
+                         "precision, kv_precision, concurrency, unit, source, num_requests, max_batch_size, max_num_tokens)",
             )
         for i, raw in enumerate(reader):
             rid = (raw.get("id") or "").strip() or f"line{i + 2}"
+            if rid in first_line:
+                bad.append({"id": rid, "reason": f"duplicate id: line {i + 2} repeats the id of line {first_line[rid]}"})
+                continue
+            first_line[rid] = i + 2
             try:
                 adp_text = str(raw.get("attention_dp") or "").strip().lower()
                 if adp_text in ("true", "yes", "false", "no"):  # a flag: over the whole TP group, or off
@@ -521,7 +547,7 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
                     Row(
                         id=rid, model=model, gpu=gpu, named_as=named_as,
                         precision=precision, kv_precision=kv_precision, metric=str(raw["metric"]).strip(),
-                        value=float(raw["value"]), concurrency=int(conc) if conc else None,
+                        value=_float_field(raw, "value"), concurrency=_int_field(raw, "concurrency") if conc else None,
                         unit=str(raw.get("unit") or "").strip(), source=source, num_requests=n_req,
                         engine_max_batch=engine_mb, engine_max_tokens=engine_mt, **ints,
                     )
@@ -2192,7 +2218,11 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
     """Plain-text summary: overall / held-out MAPE, per-group table, worst rows, skipped rows."""
     d = report.as_dict()
     labelled = any(r.get("split") in ("fit", "held-out") for r in d["rows"])
-    split_note = (f"held-out {d['held_out_mape_pct']:.2f} %  fit {d['fit_mape_pct']:.2f} %" if labelled else
+    def pct(x: float) -> str:
+        return "- (no row)" if math.isnan(x) else f"{x:.2f} %"
+
+    split_note = (f"held-out {pct(d['held_out_mape_pct'])}  fit {pct(d['fit_mape_pct'])}" if labelled else
+                  "no split file: rows are not labelled fit / held-out" if d["split_file"] is None else
                   "no row is in the split file: none was used for fitting")
     lines = [
         f"rows {d['n_rows']}  skipped {d['n_skipped']}  MAPE {d['mape_pct']:.2f} %  {split_note}",
@@ -2200,7 +2230,7 @@ def format_report(report: ValidationReport, worst: int = 10) -> str:
         f"{'|'.join(report.by):40s} {'n':>4s} {'MAPE %':>8s} {'bias %':>8s} {'max %':>8s} {'held-out %':>10s}",
     ]
     for k, g in d["groups"].items():
-        held = f"{g['held_out_mape_pct']:10.2f}" if labelled else f"{'-':>10s}"
+        held = f"{g['held_out_mape_pct']:10.2f}" if labelled and not math.isnan(g["held_out_mape_pct"]) else f"{'-':>10s}"
         lines.append(f"{k:40s} {g['n']:4d} {g['mape_pct']:8.2f} {g['bias_pct']:+8.2f} {g['max_abs_error_pct']:8.1f} {held}")
     if d["batch_bounds"]:
         lines += ["", "batch set by: " + ", ".join(f"{k} {n}" for k, n in d["batch_bounds"].items())]

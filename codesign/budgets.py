@@ -223,6 +223,19 @@ def as_written(text: str, workloads: list[str], delta: float) -> str:
     return f"{lhs} <= {_round(new_rhs, down=False)}"
 
 
+def written_relaxation(text: str, workloads: list[str], delta: float) -> float | None:
+    """How far ``as_written`` moves a one-metric budget's limit, in the metric's own unit (a
+    throughput budget in tokens/s, not in the seconds per token it is normalised to); None for a
+    budget of several metrics."""
+    b = parse_budget(text, workloads)
+    if len(b.terms) != 1:
+        return None
+    if "tokens_per_s" in text and b.rhs > 0 and b.rhs + delta > 0:
+        return 1.0 / b.rhs - 1.0 / (b.rhs + delta)
+    (t,) = b.terms
+    return abs(delta / t.coef)
+
+
 def _round(x: float, *, down: bool, digits: int = 6) -> str:
     """x to ``digits`` significant digits, rounded down or up (never past the exact value)."""
     if x == 0 or not math.isfinite(x):

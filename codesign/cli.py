@@ -485,9 +485,6 @@ def certify_cmd(
     if solutions.exists() and not solutions.is_dir():
         raise InputError("--solutions is a directory of stored solutions", file=solutions, expected="a directory",
                          suggestion="the directory `solve --save --out-dir` wrote to")
-    if solutions != Path("solutions") and not solutions.exists():
-        raise InputError("no such directory of stored solutions", file=solutions, key="--solutions",
-                         suggestion="leave it out to solve afresh, or give the directory `solve --save --out-dir` wrote to")
     if is_mapping_source(name):
         mapping = commands_for(name)
         if not hasattr(mapping, "certify"):
@@ -559,8 +556,12 @@ def explain_cmd(
     """Why is an instance infeasible? A minimal conflicting set and the least relaxation of each."""
     from codesign.explain import explain
     from codesign.instance import load_instance, with_budgets
+    from codesign.mapping.spec import instance_kind
     from codesign.solve import check_solver
 
+    if (kind := instance_kind(name)) is not None:
+        raise InputError(f"explain takes hardware/schedule instances; this is a {kind} instance", value=name,
+                         suggestion=f"`codesign solve {name}` explains why when no {kind} is feasible")
     check_solver(solver)
     inst = with_budgets(load_instance(name), budgets or [])
     e = explain(inst, solver=solver).as_dict()
@@ -586,6 +587,7 @@ def print_explanation(e: dict[str, Any]) -> None:
     for r in e["relaxations"]:
         t.add_row(
             escape(r["name"]),
+            fmt(r["relax_by_as_written"]) if "relax_by_as_written" in r else
             fmt(r["violation_at_best"]) if "violation_at_best" in r else "-",
             r.get("as_written") or (fmt(r["new_limit"]) if isinstance(r.get("new_limit"), float) else str(r.get("new_limit", "-"))),
             "yes" if r["restores"] else f"no: {r.get('note', '')}",
@@ -624,7 +626,11 @@ def export_cmd(
     from codesign.backends.pyomo import export
     from codesign.formulation.build import build
     from codesign.instance import load_instance
+    from codesign.mapping.spec import instance_kind
 
+    if (kind := instance_kind(name)) is not None:
+        raise InputError(f"export takes hardware/schedule instances; this is a {kind} instance", value=name,
+                         expected="an instance listed without a kind by `codesign instances`")
     suffix = output.suffix.lower().lstrip(".") if output is not None else ""
     if fmt is None:
         fmt = suffix if suffix in ("mps", "lp") else "mps"
@@ -640,8 +646,10 @@ def export_cmd(
     if as_json:
         _emit_json(info)
     else:
-        out.print(f"wrote {path} ({info['variables']} variables, {info['rows']} rows); "
-                  f"objective x {comp.objective_unit:.6g} = {inst.objective.metric} internal units")
+        internal = ("seconds per token (weighted over the workloads; tokens/s = weights / it)"
+                    if inst.objective.metric == "tokens_per_s" else f"{inst.objective.metric} x the workloads' total weight")
+        out.print(f"wrote {path} ({info['variables']} variables, {info['rows']} rows); the file minimises its "
+                  f"objective, which x {comp.objective_unit:.6g} is {internal}")
 
 
 @app.command("validate")
@@ -760,12 +768,27 @@ def _parse_value(text: str) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
+def _fits_annotation(value: Any, annotation: Any) -> str | None:
+    """None if ``value`` may be given for a generator parameter annotated ``annotation`` (a string
+    such as ``'int | None'``), else what the parameter takes."""
+    kinds = {k.strip() for k in str(annotation).split("|")}
+    if not kinds & {"int", "float", "bool", "str", "list"}:
+        return None  # not a simple annotation: the generator checks it
+    ok = (("int" in kinds and isinstance(value, int) and not isinstance(value, bool))
+          or ("float" in kinds and isinstance(value, int | float) and not isinstance(value, bool))
+          or ("bool" in kinds and isinstance(value, bool))
+          or ("str" in kinds and isinstance(value, str))
+          or ("list" in kinds and isinstance(value, tuple)))
+    return None if ok else " or ".join(sorted(kinds - {"None"}))
+
+
 @app.command("generate")
 @handles_errors
 def generate_cmd(
     kind: Annotated[str, typer.Argument(help="mapping | placement")],
     out_file: Annotated[Path, typer.Option("-o", "--out", help="the .toml to write (atomically)")],
     params: Annotated[list[str] | None, typer.Option("--set", help="generator parameter=value (repeatable), e.g. devices=16")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a generated mapping or placement instance (sizes scale for benchmarks).
 
@@ -794,15 +817,29 @@ def generate_cmd(
         if k not in names:
             raise InputError("unknown generator parameter", key=k, expected=f"one of {names}", suggestion=did_you_mean(k, names))
         kwargs[k] = _parse_value(v)
+        takes = _fits_annotation(kwargs[k], inspect.signature(fn).parameters[k].annotation)
+        if takes is not None:
+            raise InputError("a generator parameter of another type", key=f"--set {k}", value=v, expected=takes,
+                             suggestion="`--set help=1` lists the parameters")
     if out_file.suffix != ".toml":
         raise InputError("the output must be a .toml file", file=out_file)
+    given = ", ".join(f"{k}={v}" for k, v in kwargs.items()) or "the defaults"
     try:
         data = fn(**kwargs)
     except (TypeError, ValueError) as exc:
-        raise InputError(f"generator rejected the parameters: {exc}", value=kwargs) from None
-    getattr(importlib.import_module(load_mod), load_fn)(data, source=out_file)  # validates
+        raise InputError(f"the generator rejected {given}: {exc}", key="--set", suggestion="`--set help=1` lists the parameters") from None
+    try:
+        getattr(importlib.import_module(load_mod), load_fn)(data, source=out_file)  # validates
+    except InputError as exc:  # the file is not written: name the parameters, not a key of it
+        where = f"its {exc.key}: " if exc.key else ""
+        raise InputError(f"the parameters ({given}) give no valid {kind} instance ({where}{exc.message})",
+                         key="--set", value=exc.value, expected=exc.expected,
+                         suggestion="`--set help=1` lists the parameters") from None
     write_text_atomic(out_file, tomli_w.dumps(data))
-    out.print(f"wrote {out_file} ({data['name']})")
+    if as_json:
+        _emit_json({"path": str(out_file), "kind": kind, "name": data["name"], "parameters": kwargs})
+    else:
+        out.print(f"wrote {out_file} ({data['name']})")
 
 
 def main() -> None:

@@ -105,9 +105,13 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
         relaxed = _relaxed(inst, c, r["violation_at_best"] * (1 + RELAX_MARGIN) + 1e-12)
         r["new_limit"] = _new_limit(c, r["violation_at_best"])
         if c.text:
-            from codesign.budgets import as_written
+            from codesign.budgets import as_written, written_relaxation
 
-            r["as_written"] = as_written(c.text, [w.name for w in inst.workloads], r["violation_at_best"])
+            names = [w.name for w in inst.workloads]
+            r["as_written"] = as_written(c.text, names, r["violation_at_best"])
+            moved = written_relaxation(c.text, names, r["violation_at_best"])
+            if moved is not None:  # in the budget's own unit (violation_at_best is the normalised row's)
+                r["relax_by_as_written"] = moved
         r["restores"] = feasible_with(relaxed, inst, tables, c, r["violation_at_best"], solver)
         solves += 1
     return Explanation(

@@ -412,6 +412,10 @@ def resolve_instance_path(name_or_path: str) -> Path:
     named = instances_dir() / f"{name_or_path}.toml"
     if named.exists():
         return named
+    if p.is_dir():
+        raise InputError("a directory, not an instance file", file=p, expected="a .toml instance file or a named instance")
+    if p.exists():
+        raise InputError("an instance file is TOML with the suffix .toml", file=p, expected="a .toml file")
     if p.suffix == ".toml" or "/" in name_or_path:
         raise InputError("instance file not found", file=p)
     raise InputError(

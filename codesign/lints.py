@@ -80,4 +80,21 @@ def lint(inst: Instance) -> list[Lint]:
             f"scale_up_domain = {sysm.scale_up_domain} exceeds the {sysm.devices} devices",
             {"scale_up_domain": sysm.scale_up_domain, "devices": sysm.devices},
         ))
+    elif sysm.devices % sysm.scale_up_domain:
+        out.append(Lint(
+            "scale-up-domain-does-not-tile-system", "warning",
+            f"{sysm.devices} devices do not split into scale-up domains of {sysm.scale_up_domain}: the last "
+            f"domain would hold {sysm.devices % sysm.scale_up_domain}",
+            {"scale_up_domain": sysm.scale_up_domain, "devices": sysm.devices},
+        ))
+    for w in inst.workloads:
+        tp, pp = w.decisions.get("tp", [1]), w.decisions.get("pp", [1])
+        idle = sorted({v for v in tp if all(sysm.devices % (v * p) for p in pp)})
+        if idle:  # those values only prune: no layout of the system uses them
+            out.append(Lint(
+                "tp-never-fits-system", "warning",
+                f"workload {w.name}: tp = {', '.join(map(str, idle))} with no pp of the domain divides the "
+                f"{sysm.devices} devices into whole replicas (tp x pp must divide them); those layouts are infeasible",
+                {"devices": sysm.devices, "tp_values": len(idle)},
+            ))
     return out

@@ -1,18 +1,33 @@
 """Where the shipped data lives: named instances and the catalog.
 
 In a wheel the repository's ``instances/`` directory is installed as ``codesign/_instances``;
-in a source checkout (editable install, tests) it is ``<repo>/instances``.
+in a source checkout (editable install, tests) it is ``<repo>/instances``. ``$CODESIGN_INSTANCES``
+names another such directory (named instances and a ``catalog/``): a user's own chips, models and
+instances, with a non-editable install too.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
+
+#: environment variable naming a directory of named instances and its ``catalog/``
+INSTANCES_ENV = "CODESIGN_INSTANCES"
 
 
 @cache
 def instances_dir() -> Path:
     """Directory holding the named instances (``*.toml``) and ``catalog/``."""
+    chosen = os.environ.get(INSTANCES_ENV, "").strip()
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not (path / "catalog").is_dir():
+            from codesign.errors import InputError
+
+            raise InputError("not a directory of instances with a catalog/", file=path, key=f"${INSTANCES_ENV}",
+                             expected="a copy of the repository's instances/ (named instances and catalog/)")
+        return path
     packaged = Path(__file__).resolve().parent / "_instances"
     if packaged.is_dir():
         return packaged

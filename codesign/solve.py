@@ -222,9 +222,14 @@ def solve_instance(
             status = "feasible"
     elif status == "optimal":
         status = "no_solution"
+    termination = res.termination
+    if run.best is not None and res.status == "infeasible":
+        # the exclude-and-resolve loop's last round found nothing better: that is the proof
+        termination = (f"proved in {run.rounds} rounds (the last, {res.termination}: no design beats the best "
+                       "verified one)")
     return Solution(
         **base, status=status, objective=obj, bound=bound, gap=gap, design=design, metrics=metrics,
-        workload_metrics=wmetrics, solver_version=res.solver_version, termination=res.termination,
+        workload_metrics=wmetrics, solver_version=res.solver_version, termination=termination,
         parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL, "polish_rtol": POLISH_RTOL},
         time_s=time.perf_counter() - t0, solve_s=run.seconds, nodes=run.nodes, verification=ver,
         internal_objective=internal, internal_bound=internal_bound, rounding=_rounding_dict(res),

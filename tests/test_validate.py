@@ -561,9 +561,12 @@ def test_a_file_outside_the_split_says_so_instead_of_nan():
     rows = [{"id": "x", "model": "m", "gpu": "g", "family": "f", "precision": "fp8", "tp": 1, "isl": 1, "osl": 1,
              "concurrency": None, "num_requests": 1500, "batch": 1, "batch_bound": "requests", "measured": 100.0,
              "predicted": 90.0, "error_pct": -10.0, "split": None}]
-    text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
+    text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[],
+                                              split_file="split.json"))
     assert "no row is in the split file" in text and "nan" not in text.lower()
     assert "batch set by: requests 1" in text and "no request count" not in text
+    text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
+    assert "no split file: rows are not labelled fit / held-out" in text and "nan" not in text.lower()
     rows[0]["split"] = "held-out"
     text = V.format_report(V.ValidationReport(csv="other.csv", by=("model", "gpu"), rows=rows, skipped=[]))
     assert "held-out 10.00 %" in text

@@ -173,7 +173,11 @@ def instance_kind(name_or_path: str) -> str | None:
         kind = load_toml(p).get("kind")
     except InputError:
         return None
-    return kind if kind in KIND_COMMANDS else None
+    if kind is not None and kind not in KIND_COMMANDS:  # else it would be read as a hardware instance
+        raise InputError("unknown instance kind", file=p, key="kind", value=kind,
+                         expected=f"{' | '.join(KIND_COMMANDS)}, or no kind for a hardware/schedule instance",
+                         suggestion=did_you_mean(str(kind), list(KIND_COMMANDS)))
+    return kind
 
 
 def is_mapping_source(name_or_path: str) -> bool:

@@ -251,7 +251,7 @@ def calibration_path() -> Path:
         return shipped_calibration_path()
     path = Path(chosen)
     if not path.is_file():
-        raise InputError("calibration file not found", file=path, key=CALIBRATION_ENV,
+        raise InputError("calibration file not found", file=path, key=f"--calibration (or ${CALIBRATION_ENV})",
                          expected="a calibration TOML (`codesign calibrate CSV --out FILE` writes one)")
     return path
 
@@ -265,7 +265,16 @@ def calibration_sha256() -> str:
 
 @cache
 def _load_calibration(path: Path) -> CalibrationFile:
-    return validate(CalibrationFile, load_toml(path), file=path)
+    cal = validate(CalibrationFile, load_toml(path), file=path)
+    from codesign import catalog
+
+    known = set(catalog.list_ids("chips")) | {p.stem for p in catalog_dir("families").glob("*.toml")}
+    for name in cal.chips:
+        if name not in known:  # a typo would leave the chip at [pooled] without a word
+            raise InputError("a calibration table names no catalog chip or 3D family", file=path,
+                             key=f"chips.{name}", value=name, expected="a chip id of the catalog or a 3D family id",
+                             suggestion=did_you_mean(name, sorted(known)))
+    return cal
 
 
 def calibration_file() -> CalibrationFile:
@@ -685,9 +694,10 @@ def check_hardware_references(inst: Instance, path: Path) -> None:
     if hw.family == "stacked-3d":
         wrap(load_family, hw.stack, "hardware.stack")
     else:
-        for cid in hw.decisions.get("chip", [hw.chip]):
-            if cid is not None:
-                wrap(catalog.load_chip, cid, "hardware.chip")
+        if hw.chip is not None:
+            wrap(catalog.load_chip, hw.chip, "hardware.chip")
+        for cid in hw.decisions.get("chip", []):
+            wrap(catalog.load_chip, cid, "hardware.decisions.chip")
     if inst.system.appliance:
         wrap(catalog.load_appliance, inst.system.appliance, "system.appliance")
     for key in ("scale_up", "scale_out"):

@@ -394,9 +394,12 @@ def solve_cmd(
         print_solution(inst, sol)
         if cross_check:
             cc = record["cross_check"]
-            out.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> [green]agree[/]")
+            verdict = "[green]agree[/]" if cc["agree"] else f"[yellow]not compared[/]: {cc.get('note', '')}"
+            out.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> {verdict}")
     if sol.status not in ("optimal", "feasible"):
         raise typer.Exit(1)
+    if str(sol.termination).startswith("interrupted"):
+        raise typer.Exit(130)  # Ctrl-C: the incumbent and its bound are printed (and saved), the run is not done
 
 
 def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):

@@ -245,8 +245,11 @@ def solve_command(
             show_design(sol)
         if cross_check_both:
             cc = record["cross_check"]
-            console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> agree: {cc['agree']}")
+            verdict = "agree" if cc["agree"] else f"not compared: {cc.get('note', '')}"
+            console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> {verdict}")
         for c in (record.get("explanation") or {}).get("conflicts", []):
             console.print(f"[red]infeasible[/] because of {c['constraint']}: {c['message']}")
     if sol.status not in ("optimal", "feasible"):
         raise typer.Exit(1)
+    if str(sol.termination).startswith("interrupted"):
+        raise typer.Exit(130)  # Ctrl-C: the incumbent and its bound are printed (and saved), the run is not done

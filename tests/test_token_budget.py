@@ -82,6 +82,18 @@ def test_attention_dp_ranks_count_their_own_sequences_against_their_own_budget()
     assert by_adp == {False: 2413.0, True: 215.0}
 
 
+def test_a_ranks_own_sequences_are_counted_exactly_at_any_tp():
+    """Attention DP over 12 ranks, 768 sequences: each rank's own are 64 (768 x (1/12) in floating
+    point is 64.00000000000001, whose ceiling counted one iteration too many). With 1000/1000 and
+    128 tokens, ceil(64 x 2,000 / 128) = 1,000 iterations: none beyond OSL."""
+    inst = _instance("qwen3-235b-a22b", "fp8", 1000, 1000,
+                     {"tp": [12], "pp": [1], "ep": [1], "batch": [768], "attention_dp": [True]}, 128,
+                     chip="h200-sxm", devices=12)
+    raw = {**inst.raw, "system": {"devices": 12, "scale_up_domain": 12}}
+    f = schedule_table(Instance(InstanceFile.model_validate(raw), source=None, raw=raw), "main").features
+    assert float(f["prefill.extra_iterations"][0]) == 0.0 and float(f["decode.sequences"][0]) == 64.0
+
+
 def test_brute_force_equals_both_solvers_with_a_budget(solvers_match_brute_force):
     """Llama 8B FP8 on up to 8 H100s at 2048/128 with 2,048 tokens per iteration: the budget
     charges every batch whose round exceeds 128 iterations, and the optimum under it is proved by

@@ -506,6 +506,9 @@ def test_expected_experts_touched_known_values() -> None:
     assert expected_experts_touched(8, 2, 1) == 2
     assert expected_experts_touched(8, 2, 2) == pytest.approx(8 * (1 - 0.75**2))
     assert expected_experts_touched(16, 16, 3) == 16
+    # half a token picks at most k/2 experts: 8 (1 - 0.75^0.5) = 1.0718 would exceed it
+    assert expected_experts_touched(8, 2, 0.5) == 1.0
+    assert expected_experts_touched(128, 8, 16) == pytest.approx(128 * (1 - (120 / 128) ** 16))  # 82.4225
 
 
 def test_negative_arguments_are_rejected() -> None:

@@ -340,7 +340,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
 
-    _token_budget(spec, f, micro * own_share, weights_by_phase["decode"], w_local)
+    # a rank's own sequences, divided (not multiplied by a rounded 1/TP): exact when TP divides them,
+    # so the ceilings of eq. 4.19 do not count an iteration for a rounding error
+    _token_budget(spec, f, micro / (1.0 + adp * (tp - 1.0)), weights_by_phase["decode"], w_local)
 
     # memory footprint per device (full context at the end of generation)
     pc = param_counts(w)

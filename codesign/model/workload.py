@@ -529,7 +529,9 @@ def expected_experts_touched(
 
     E·(1 − (1 − k/E)^t): each token picks k of E experts; under uniform, independent routing a given
     expert is missed by one token with probability 1 − k/E and by all t tokens with (1 − k/E)^t.
-    The value is ≤ min(E, t·k) (Bernoulli's inequality), 0 at t = 0, and non-decreasing in t.
+    The value is ≤ min(E, t·k) for whole t (Bernoulli's inequality), 0 at t = 0, and non-decreasing
+    in t; a fractional t below 1 (a device's share of a token) is held to t·k as well, which the
+    formula alone would exceed (E = 8, k = 2, t = 0.5: 1.07 > 1).
     Assumption: uniform routing; real routers are skewed and touch fewer experts.
     """
     e = _arr(num_experts, "num_experts")
@@ -537,7 +539,7 @@ def expected_experts_touched(
     t = _arr(tokens, "tokens")
     if np.any(e <= 0) or np.any(k > e):
         raise ValueError("need num_experts > 0 and top_k <= num_experts")
-    return _out(e * (1.0 - np.power(1.0 - k / e, t)))
+    return _out(np.minimum(e * (1.0 - np.power(1.0 - k / e, t)), k * t))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def test_certify_optimal_design_gap_zero_small(small, small_opt) -> None:
         ("tiny", {"batch": 32}),
         ("tiny", {"tp": 4, "batch": 8}),
         ("tiny", {"sram_MiB": 0.5}),
-        ("tiny", {"compute_area_mm2": 40.0}),
+        ("tiny", {"compute_area_mm2": 40.0, "tp": 2}),  # at TP 1 the smaller die holds too little KV
         ("small", {"batch": 64}),
         ("small", {"tp": 2}),
         ("small", {"dram_layers": 4, "tp": 4}),
@@ -133,7 +133,7 @@ def test_certify_perturbed_design_max(which, change, tiny, tiny_opt, small, smal
 
 
 @pytest.mark.parametrize(
-    "change", [{"batch": 32}, {"compute_area_mm2": 40.0}, {"dram_layers": 4, "tp": 4}]
+    "change", [{"batch": 32}, {"compute_area_mm2": 40.0, "tp": 2}, {"dram_layers": 4, "tp": 4}]
 )
 def test_certify_perturbed_design_min_energy(change, tiny_energy) -> None:
     inst, opt = tiny_energy

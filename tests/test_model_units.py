@@ -92,12 +92,12 @@ def test_bank_activation_limit() -> None:
 
 
 def test_stack_capacity_and_energy() -> None:
-    """Capacity: 8 layers x 100 mm2 x 0.0231 GiB/mm2 = 18.48 GiB.
+    """Capacity: 8 layers x 100 mm2 x 0.0248 GiB/mm2 = 19.84 GiB.
 
     Energy per byte at 4 layers, 18 um pitch: array 1.2 + vertical 0.05 x 18/9 = 0.1 + per-layer
     0.02 x 4/2 = 0.04 -> 1.34 pJ/bit = 10.72 pJ/B.
     """
-    assert close(float(memory.stack_capacity_B(8, 100.0, 0.0231)), 18.48 * GiB)
+    assert close(float(memory.stack_capacity_B(8, 100.0, 0.0248)), 19.84 * GiB)
     assert close(float(memory.stacked_energy_J_per_B(4, 18.0, 1.2, 0.02, 0.05, 9.0)), 10.72e-12)
 
 
@@ -324,7 +324,7 @@ def test_tiny_baseline_tile_by_hand() -> None:
               DRAM 801.7621333e9 B/s x 8 x (1.2 + 0.05 x 20/9 + 0.02 x 2) pJ = 8.6661578 W;
               I/O 5 W -> 53.4727658 W
     thermal   45 + 53.4727658 x (0.56 + 0.04) = 77.0836595 C
-    capacity  4 x 75.1652 x 0.0231 GiB = 6.94534 GiB raw; x 0.9 usable
+    capacity  4 x 75.1652 x 0.0248 GiB = 7.45639 GiB raw; x 0.9 usable
     """
     inst = load_instance("tiny-3d-llama8b")
     base = inst.baseline()
@@ -351,5 +351,5 @@ def test_tiny_baseline_tile_by_hand() -> None:
     assert power == pytest.approx(53.4727658, rel=1e-8)
     assert close(row["temperature_C"], 45 + power * 0.60)
     assert row["temperature_C"] == pytest.approx(77.0836595, rel=1e-8)
-    assert close(row["raw_capacity_B"], 4 * area * 0.0231 * GiB)
-    assert close(row["capacity_B"], 0.9 * 4 * area * 0.0231 * GiB)
+    assert close(row["raw_capacity_B"], 4 * area * 0.0248 * GiB)
+    assert close(row["capacity_B"], 0.9 * 4 * area * 0.0248 * GiB)

@@ -581,7 +581,8 @@ def print_explanation(e: dict[str, Any]) -> None:
     if not e["conflicts"]:
         out.print(f"[red]infeasible[/]: {e['note']}")
         return
-    out.print("[red]infeasible[/]: these constraints cannot all hold (removing any one of them restores feasibility):")
+    out.print("[red]infeasible[/]: these constraints cannot all hold together (a minimal set: without any one of "
+              "them the others of the set can; other constraints may conflict too):")
     for c in e["conflicts"]:
         out.print(f"  - {escape(c['name'])}" + (f"  ({escape(c['expr'])})" if c.get("expr") else ""), highlight=False)
     t = Table(title="least relaxation of each, the others kept")
@@ -590,8 +591,9 @@ def print_explanation(e: dict[str, Any]) -> None:
     for r in e["relaxations"]:
         t.add_row(
             escape(r["name"]),
-            fmt(r["relax_by_as_written"]) if "relax_by_as_written" in r else
-            fmt(r["violation_at_best"]) if "violation_at_best" in r else "-",
+            (fmt(r["relax_by_as_written"]) if "relax_by_as_written" in r else
+             fmt(r["violation_at_best"]) if "violation_at_best" in r else "-")
+            + ("" if r.get("least", True) else " (at most)"),
             r.get("as_written") or (fmt(r["new_limit"]) if isinstance(r.get("new_limit"), float) else str(r.get("new_limit", "-"))),
             "yes" if r["restores"] else f"no: {r.get('note', '')}",
         )

@@ -8,8 +8,15 @@ of the parallel layout are structure, not constraints, and are never dropped.
 
 For each conflicting constraint, the least relaxation that restores feasibility with all other
 constraints in force is the minimum of (left side − limit) over the designs that satisfy the
-rest: a MIP with that as objective. Each relaxation is re-solved to confirm it restores
-feasibility.
+rest: a MIP with that as objective.
+
+Every answer is the model's, not a solver's word: a design a solve returns is evaluated with the
+model; one that breaks a kept constraint beyond the model's tolerance (a solver meets rows within
+its own) is excluded by a no-good row and the solve repeated, as ``solve`` does. So "feasible"
+means a design the model accepts exists, and a relaxation comes with its witness: the design,
+accepted by the model under every other constraint, whose own violation is the amount reported;
+it restores feasibility by construction. The least relaxation is proven when the solver's bound
+on the designs not yet excluded reaches the witness's violation (``least`` in the record).
 """
 
 from __future__ import annotations
@@ -18,12 +25,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from codesign.errors import ModelError
+from codesign.formulation import linearize as lin
 from codesign.instance import Instance
-from codesign.model.evaluate import Constraint, constraints
+from codesign.model.evaluate import Constraint, constraints, evaluate
+from codesign.solve import MAX_ROUNDS, POLISH_RTOL, backend_solve, exclude_design
 from codesign.space import build_tables
-
-#: a relaxation is applied with this relative margin when it is re-checked
-RELAX_MARGIN = 1e-9
 
 
 @dataclass
@@ -54,7 +61,6 @@ def _describe(c: Constraint) -> dict[str, Any]:
 def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     """Minimal conflicting constraints and the least relaxation of each (see module docstring)."""
     from codesign.formulation.build import build
-    from codesign.solve import backend_solve
 
     t0 = time.perf_counter()
     tables = build_tables(inst)
@@ -69,9 +75,16 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
         if comp.empty_reason:
             return False
         comp.mip.set_objective([], [])
-        solves += 1
-        res = backend_solve(comp.mip, solver)
-        return res.status in ("optimal", "feasible")
+        for _ in range(MAX_ROUNDS):
+            solves += 1
+            res = backend_solve(comp.mip, solver)
+            if res.status not in ("optimal", "feasible") or res.x is None:
+                return False
+            design = comp.decode(res.x)
+            if _model_accepts(inst, design, keep):
+                return True
+            exclude_design(comp, res.x, f"explain-nogood[{solves}]")
+        raise ModelError(f"explain: {MAX_ROUNDS} designs in a row that the model rejects; the MIP and the model disagree")
 
     if feasible(set(names)):
         return Explanation(True, solves=solves, seconds=time.perf_counter() - t0, note="the instance is feasible")
@@ -88,32 +101,24 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     conflict = [by_name[n] for n in keep]
     relaxations = []
     for c in conflict:
-        others = set(keep) - {c.name} | (set(names) - set(keep))
-        comp = build(inst, tables, include=others, objective=c)
-        solves += 1
-        res = backend_solve(comp.mip, solver) if not comp.empty_reason else None
-        if res is None or res.objective is None:
+        comp = build(inst, tables, include=set(names) - {c.name}, objective=c)
+        found = None if comp.empty_reason else _least_violation(inst, comp, c, solver)
+        solves += 0 if found is None else found[3]
+        if found is None or found[0] is None:
             relaxations.append({**_describe(c), "restores": False, "note": "relaxing this one alone cannot restore feasibility: the other constraints conflict as well"})
             continue
-        delta = max(0.0, res.objective * comp.objective_unit)
-        relaxations.append({**_describe(c), "violation_at_best": delta, "restores": None})
-    # confirm each relaxation alone restores feasibility
-    for r in relaxations:
-        if "violation_at_best" not in r:
-            continue
-        c = by_name[r["name"]]
-        relaxed = _relaxed(inst, c, r["violation_at_best"] * (1 + RELAX_MARGIN) + 1e-12)
-        r["new_limit"] = _new_limit(c, r["violation_at_best"])
+        design, delta, least, _ = found
+        r = {**_describe(c), "violation_at_best": delta, "restores": True, "least": least, "witness": design,
+             "new_limit": _new_limit(c, delta)}
         if c.text:
             from codesign.budgets import as_written, written_relaxation
 
-            names = [w.name for w in inst.workloads]
-            r["as_written"] = as_written(c.text, names, r["violation_at_best"])
-            moved = written_relaxation(c.text, names, r["violation_at_best"])
+            workloads = [w.name for w in inst.workloads]
+            r["as_written"] = as_written(c.text, workloads, delta)
+            moved = written_relaxation(c.text, workloads, delta)
             if moved is not None:  # in the budget's own unit (violation_at_best is the normalised row's)
                 r["relax_by_as_written"] = moved
-        r["restores"] = feasible_with(relaxed, inst, tables, c, r["violation_at_best"], solver)
-        solves += 1
+        relaxations.append(r)
     return Explanation(
         False,
         conflicts=[_describe(c) for c in conflict],
@@ -123,28 +128,49 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     )
 
 
+def _model_accepts(inst: Instance, design: dict[str, Any], keep: set[str]) -> bool:
+    """The model's verdict: the design's layout is valid and every constraint in ``keep`` holds."""
+    ev = evaluate(inst, design)
+    return not ev.structural and all(a.ok for a in ev.audit if a.name in keep)
+
+
+def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[Any, float, bool, int]:
+    """(witness design, its violation of ``c``, proven least, solves): the design the model accepts
+    under every constraint but ``c`` with the least violation of ``c``, by exclude-and-resolve on
+    the MIP that minimises it (``comp``); witness None if no design satisfies the others."""
+    mip, unit = comp.mip, comp.objective_unit
+    rows0 = len(mip.rows)
+    best, best_v, least, solves = None, float("inf"), False, 0
+    try:
+        for k in range(MAX_ROUNDS):
+            solves += 1
+            res = backend_solve(mip, solver)
+            if res.status not in ("optimal", "feasible") or res.x is None:
+                least = best is not None  # nothing below the cutoff is left: the witness is the least
+                break
+            design = comp.decode(res.x)
+            ev = evaluate(inst, design)
+            if not ev.structural and all(a.ok for a in ev.audit if a.name != c.name):
+                (a,) = [a for a in ev.audit if a.name == c.name]
+                v = max(0.0, a.value - a.limit)
+                if v < best_v:
+                    best, best_v = design, v
+            proved = best is not None and res.bound is not None and res.status == "optimal"
+            if proved and res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)):
+                least = True
+                break
+            exclude_design(comp, res.x, f"explain-nogood[{k}]")
+            if best is not None:
+                idx, val = lin.add((mip.obj_idx, mip.obj_val))
+                mip.add_row(f"explain-cutoff[{k}]", idx, val, ub=best_v / unit - mip.obj_constant)
+    finally:
+        del mip.rows[rows0:]
+    return best, best_v, least, solves
+
+
 def _new_limit(c: Constraint, delta: float) -> Any:
     if c.rhs_hw:
         return f"{c.rhs_hw} + {delta:.6g} {c.unit}".strip()
     if c.name == "budget-system-power":
         return None
     return c.rhs + delta
-
-
-def _relaxed(inst: Instance, c: Constraint, delta: float) -> Constraint:
-    from dataclasses import replace
-
-    return replace(c, rhs=c.rhs + delta)
-
-
-def feasible_with(relaxed: Constraint, inst: Instance, tables, original: Constraint, delta: float, solver: str) -> bool:
-    """Is the instance feasible when ``original`` is replaced by ``relaxed``? (exact MIP)"""
-    from codesign.formulation.build import build
-    from codesign.solve import backend_solve
-
-    names = {c.name for c in constraints(inst, tables.hw, tables.scheds)}
-    comp = build(inst, tables, include=names - {original.name}, extra_constraints=[relaxed])
-    if comp.empty_reason:
-        return False
-    comp.mip.set_objective([], [])
-    return backend_solve(comp.mip, solver).status in ("optimal", "feasible")

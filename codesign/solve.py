@@ -334,8 +334,7 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
                 status = "feasible" if best else res.status
                 break
             # exclude this design; keep only designs that could beat the best verified one
-            chosen = np.concatenate([[comp.x[_on(x[comp.x])]]] + [[y[_on(x[y])]] for y in comp.y.values()])
-            mip.add_row(f"polish-nogood[{rounds}]", chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
+            exclude_design(comp, x, f"polish-nogood[{rounds}]")
             if best is not None:
                 idx, val = lin.add((mip.obj_idx, mip.obj_val))
                 mip.add_row(f"polish-cutoff[{rounds}]", idx, val, ub=best_f / unit - mip.obj_constant)
@@ -344,6 +343,13 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
     if best is not None and bound is not None and bound > best_f:
         bound = best_f
     return ExactRun(status, best, bound, rounds, rejected, time.perf_counter() - t0, nodes, res)
+
+
+def exclude_design(comp, x: np.ndarray, name: str) -> None:
+    """Add a no-good row to ``comp``'s MIP: the design ``x`` selects (its hardware row and each
+    workload's schedule) is not chosen again."""
+    chosen = np.concatenate([[comp.x[_on(x[comp.x])]]] + [[y[_on(x[y])]] for y in comp.y.values()])
+    comp.mip.add_row(name, chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
 
 
 def _proved(res) -> bool:

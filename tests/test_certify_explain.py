@@ -537,3 +537,36 @@ def test_cli_deeply_nested_budget_exits_2() -> None:
     res = run("solve", TINY, "--budget", "-" * 1500 + "power_W <= 1")
     assert res.exit_code == 2
     no_traceback(res)
+
+
+@pytest.mark.parametrize(
+    ("which", "budgets"),
+    [
+        # a limit 5.4e-6 (relative) below the best design's TTFT: within a solver's tolerance
+        ("tiny", ["tpot_s <= 0.0075765", "ttft_s <= 0.2964", "clock_GHz >= 1.75"]),
+        # the same budget as 1e5*ttft_s <= 5380, scaled: its terms' helper variables were ~1e-7
+        ("small", ["1e7*ttft_s <= 538000"]),
+        ("small", ["memory_used_B + 2.6e+09*ttft_s <= 1.26e+09", "static_W <= 5.14"]),
+    ],
+)
+def test_explain_and_solve_judge_by_the_model(which, budgets, tiny, small) -> None:
+    """Budget sets a helper's fuzzing found explain calling feasible (and solve, for the last,
+    'no_solution' after 21 s): by enumeration none is; explain and solve now say so."""
+    from codesign.solve import solve_instance
+
+    inst = with_budgets(tiny if which == "tiny" else small, budgets)
+    assert not brute_force(inst).feasible
+    assert explain(inst).feasible is False
+    assert solve_instance(inst).status == "infeasible"
+
+
+def test_each_relaxation_carries_its_witness(tiny) -> None:
+    """The relaxation's witness is a design the model accepts under every other constraint, whose
+    own violation is the amount reported; the least, proven."""
+    inst = with_budgets(tiny, ["power_W <= 10"])
+    (r,) = explain(inst).relaxations
+    assert r["restores"] is True and r["least"] is True
+    ev = evaluate(inst, r["witness"])
+    (a,) = [a for a in ev.audit if a.name == "budget[cli-1]"]
+    assert a.value - a.limit == pytest.approx(r["violation_at_best"], rel=1e-12)
+    assert all(x.ok for x in ev.audit if x.name != "budget[cli-1]")

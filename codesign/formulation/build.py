@@ -394,11 +394,18 @@ def add_form_upper(comp: Compiled, c: Constraint, unit: float) -> None:
 
 
 def constraint_expr(comp: Compiled, c: Constraint, unit: float) -> lin.Expr:
-    """(Σ coef·form − rhs_hw)/unit as a linear expression (exact for either sign of coef)."""
+    """(Σ coef·form − rhs_hw)/unit as a linear expression (exact for either sign of coef).
+
+    Each term is compiled in its own unit, unit/|coef|, and only its sign applied after: the
+    helper variables of a form then carry its share of the row at order one. Compiled in the row's
+    unit and multiplied by a large coefficient (``1e7*ttft_s <= 538000``), they were ~1/coef in
+    size, below the solvers' feasibility tolerance, which then accepted designs that break the row."""
     parts = []
     for k, (coef, form) in enumerate(c.lhs):
-        e = compile_form(comp.mip, f"{c.name}#{k}", form, comp, c.workload, unit, exact=coef < 0)
-        parts.append(lin.scale(e, coef))
+        if coef == 0.0:
+            continue
+        e = compile_form(comp.mip, f"{c.name}#{k}", form, comp, c.workload, unit / abs(coef), exact=coef < 0)
+        parts.append(lin.scale(e, 1.0 if coef > 0 else -1.0))
     if c.rhs_hw:
         cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]
         parts.append((comp.x, -cap / unit))

@@ -32,6 +32,10 @@ from codesign.model.evaluate import Constraint, constraints, evaluate
 from codesign.solve import MAX_ROUNDS, POLISH_RTOL, backend_solve, exclude_design
 from codesign.space import build_tables
 
+#: a relaxation is reported as the least when no design the MIP admits beats its witness by more
+#: than this relative amount
+LEAST_RTOL = 1e-7
+
 
 @dataclass
 class Explanation:
@@ -146,7 +150,7 @@ def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[
             solves += 1
             res = backend_solve(mip, solver)
             if res.status not in ("optimal", "feasible") or res.x is None:
-                least = best is not None  # nothing below the cutoff is left: the witness is the least
+                least = best is not None  # nothing at or below the cutoff is left but excluded designs
                 break
             design = comp.decode(res.x)
             ev = evaluate(inst, design)
@@ -155,14 +159,17 @@ def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[
                 v = max(0.0, a.value - a.limit)
                 if v < best_v:
                     best, best_v = design, v
-            proved = best is not None and res.bound is not None and res.status == "optimal"
-            if proved and res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)):
-                least = True
-                break
             exclude_design(comp, res.x, f"explain-nogood[{k}]")
-            if best is not None:
-                idx, val = lin.add((mip.obj_idx, mip.obj_val))
-                mip.add_row(f"explain-cutoff[{k}]", idx, val, ub=best_v / unit - mip.obj_constant)
+            if best is None:
+                continue
+            # A solver's bound alone is not taken as the proof: HiGHS has called a MIP of this kind
+            # optimal with a design 6e-5 (relative) better left in it. Once the bound reaches the
+            # witness, one more solve asks for a design strictly below it.
+            proved = res.bound is not None and res.status == "optimal" and (
+                res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)))
+            margin = max(LEAST_RTOL * abs(best_v), 1e-12 * abs(unit)) if proved else 0.0
+            idx, val = lin.add((mip.obj_idx, mip.obj_val))
+            mip.add_row(f"explain-cutoff[{k}]", idx, val, ub=(best_v - margin) / unit - mip.obj_constant)
     finally:
         del mip.rows[rows0:]
     return best, best_v, least, solves

@@ -280,8 +280,8 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     if any(c.workload is not None and c.workload not in names for c in cons):
         return rows
     pairs = len(rows) * sum(s.size for s in tables.scheds.values())
-    if pairs == 0 or pairs > DECOMPOSE_MAX_PAIRS:
-        return rows
+    if pairs == 0 or pairs > DECOMPOSE_MAX_PAIRS or any(s.size == 0 for s in tables.scheds.values()):
+        return rows  # (a workload without a valid layout: the MIP says infeasible)
     hv = hardware_values(inst, tables, rows, cons=cons, hardware_checked=True, prune=True)
     finite = np.isfinite(hv.total)
     if not finite.any():

@@ -779,6 +779,8 @@ def _fits_annotation(value: Any, annotation: Any) -> str | None:
     kinds = {k.strip() for k in str(annotation).split("|")}
     if not kinds & {"int", "float", "bool", "str", "list"}:
         return None  # not a simple annotation: the generator checks it
+    if value is None and "None" in kinds:
+        return None
     ok = (("int" in kinds and isinstance(value, int) and not isinstance(value, bool))
           or ("float" in kinds and isinstance(value, int | float) and not isinstance(value, bool))
           or ("bool" in kinds and isinstance(value, bool))
@@ -822,7 +824,10 @@ def generate_cmd(
         if k not in names:
             raise InputError("unknown generator parameter", key=k, expected=f"one of {names}", suggestion=did_you_mean(k, names))
         kwargs[k] = _parse_value(v)
-        takes = _fits_annotation(kwargs[k], inspect.signature(fn).parameters[k].annotation)
+        annotation = str(inspect.signature(fn).parameters[k].annotation)
+        if "str" in {a.strip() for a in annotation.split("|")} and not isinstance(kwargs[k], str | type(None)):
+            kwargs[k] = v  # a name that reads like a number stays a name
+        takes = _fits_annotation(kwargs[k], annotation)
         if takes is not None:
             raise InputError("a generator parameter of another type", key=f"--set {k}", value=v, expected=takes,
                              suggestion="`--set help=1` lists the parameters")

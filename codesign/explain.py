@@ -82,12 +82,16 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
         for _ in range(MAX_ROUNDS):
             solves += 1
             res = backend_solve(comp.mip, solver)
-            if res.status not in ("optimal", "feasible") or res.x is None:
+            x = res.x if res.x is not None else res.raw_x
+            if res.status == "infeasible":
                 return False
-            design = comp.decode(res.x)
+            if x is None:
+                raise ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
+                                 f"({res.status}: {res.termination}); try --solver highs")
+            design = comp.decode(x)
             if _model_accepts(inst, design, keep):
                 return True
-            exclude_design(comp, res.x, f"explain-nogood[{solves}]")
+            exclude_design(comp, x, f"explain-nogood[{solves}]")
         raise ModelError(f"explain: {MAX_ROUNDS} designs in a row that the model rejects; the MIP and the model disagree")
 
     if feasible(set(names)):
@@ -149,23 +153,29 @@ def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[
         for k in range(MAX_ROUNDS):
             solves += 1
             res = backend_solve(mip, solver)
-            if res.status not in ("optimal", "feasible") or res.x is None:
+            x = res.x if res.x is not None else res.raw_x
+            if res.status == "infeasible":
                 least = best is not None  # nothing at or below the cutoff is left but excluded designs
                 break
-            design = comp.decode(res.x)
+            if x is None:
+                if best is None:
+                    raise ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
+                                     f"({res.status}: {res.termination}); try --solver highs")
+                break  # the witness stands, not proven least
+            design = comp.decode(x)
             ev = evaluate(inst, design)
             if not ev.structural and all(a.ok for a in ev.audit if a.name != c.name):
                 (a,) = [a for a in ev.audit if a.name == c.name]
                 v = max(0.0, a.value - a.limit)
                 if v < best_v:
                     best, best_v = design, v
-            exclude_design(comp, res.x, f"explain-nogood[{k}]")
+            exclude_design(comp, x, f"explain-nogood[{k}]")
             if best is None:
                 continue
             # A solver's bound alone is not taken as the proof: HiGHS has called a MIP of this kind
             # optimal with a design 6e-5 (relative) better left in it. Once the bound reaches the
             # witness, one more solve asks for a design strictly below it.
-            proved = res.bound is not None and res.status == "optimal" and (
+            proved = res.x is not None and res.bound is not None and res.status == "optimal" and (
                 res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)))
             margin = max(LEAST_RTOL * abs(best_v), 1e-12 * abs(unit)) if proved else 0.0
             idx, val = lin.add((mip.obj_idx, mip.obj_val))

@@ -3,6 +3,7 @@ files written atomically (temp file in the same directory, then rename)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -36,15 +37,31 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
 
+#: the process umask, read once at import (reading it sets it for an instant)
+_UMASK = _umask()
+#: system errors that say the path is the problem (the user's input), not the machine
+_PATH_ERRORS = (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EROFS)
+
+
+def _path_error(exc: OSError, path: Path) -> Exception:
+    from codesign.errors import InputError
+
+    if exc.errno in _PATH_ERRORS:
+        return InputError(f"cannot write here: {exc.strerror or exc}", file=path,
+                          suggestion="choose a directory you can write to")
+    return exc
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename), with
-    the permissions a plain write would give it. A path that cannot be written is bad input
-    (``InputError``: the path and the system's reason)."""
+    the permissions the file had (a new one: those a plain write gives it). A path that cannot be
+    written is bad input (``InputError``: the path and the system's reason); a full disk or an I/O
+    error is not, and propagates."""
     from codesign.errors import InputError
 
     path = Path(path)
@@ -55,11 +72,11 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise InputError(f"cannot write here: {exc.strerror or exc}", file=path,
-                         suggestion="choose a directory you can write to") from None
+        raise _path_error(exc, path) from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK
+            os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -67,8 +84,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise InputError(f"cannot write here: {exc.strerror or exc}", file=path,
-                             suggestion="choose a directory you can write to") from None
+            raise _path_error(exc, path) from None
         raise
 
 

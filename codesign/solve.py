@@ -223,7 +223,9 @@ def solve_instance(
     elif status == "optimal":
         status = "no_solution"
     termination = res.termination
-    if run.best is not None and res.status == "infeasible":
+    if run.timed_out:
+        termination = f"time limit reached before the optimum was confirmed (the last round: {res.termination})"
+    elif run.best is not None and res.status == "infeasible":
         # the exclude-and-resolve loop's last round found nothing better: that is the proof
         termination = (f"proved in {run.rounds} rounds (the last, {res.termination}: no design beats the best "
                        "verified one)")
@@ -247,6 +249,8 @@ POLISH_RTOL = 1e-9
 #: designs within this relative distance of the best verified one are ties: the confirming solve
 #: asks only for designs better than that (a solver meets rows within ~1e-7 of their scale)
 CONFIRM_RTOL = 1e-7
+#: the least time a round is given under --time-limit (the first round runs whatever is left)
+MIN_ROUND_TIME_S = 0.01
 #: at most this many solver rounds (each excludes one more design)
 MAX_ROUNDS = 200
 
@@ -261,6 +265,8 @@ class ExactRun:
     seconds: float
     nodes: int | None
     last: Any
+    #: the time limit ended the run between rounds (before a confirming solve)
+    timed_out: bool = False
 
 
 def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_limit: float | None) -> ExactRun:
@@ -289,28 +295,34 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
     bound = None
     res = None
     confirmed = None  # the best value a strict cutoff has been asked to beat
+    timed_out = False
     try:
         while rounds < MAX_ROUNDS:
             rounds += 1
             o = dict(opts)
             if time_limit is not None:
                 left = time_limit - (time.perf_counter() - t0)
-                if left <= 0:
+                if left <= 0 and res is not None:
                     status = "feasible" if best else "no_solution"
+                    timed_out = True
                     break
-                o["time_limit"] = left
+                o["time_limit"] = max(left, MIN_ROUND_TIME_S)  # the first round always runs
             res = backend_solve(mip, solver, **o)
             nodes += res.nodes or 0
             if res.status == "infeasible":
                 if best is None and solver == "cpsat":
-                    _confirm_infeasible(inst, comp, o)
+                    left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), MIN_ROUND_TIME_S)
+                    _confirm_infeasible(inst, comp, {**o, "time_limit": left} if left is not None else o)
                 # nothing left at or below the cutoff: the best verified design is optimal
                 status = "optimal" if best else "infeasible"
                 bound = best_f if best else None
                 break
             if res.bound is not None:
-                round_bound = res.bound * unit
-                bound = round_bound if best is None else min(best_f, round_bound)
+                # a bound over the designs not yet excluded; the excluded ones are worse than the
+                # best or rejected, so min(best, it) bounds every design. A round stopped early
+                # (the confirming one under a time limit) may prove less: keep the best proven.
+                round_bound = res.bound * unit if best is None else min(best_f, res.bound * unit)
+                bound = round_bound if bound is None else max(bound, round_bound)
             x = res.x if res.x is not None else res.raw_x
             if x is None:
                 status = "feasible" if best else res.status
@@ -318,9 +330,11 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
             design = comp.decode(x)
             claimed = res.objective * unit if res.objective is not None else None
             v = verify(inst, design, None)
-            if res.x is not None and v.evaluation is not None and v.ok:
+            # a design the model accepts is priced by the model, whether or not the solver's own
+            # final step kept it (CP-SAT's re-solve after unrounding may drop a design it found)
+            if v.evaluation is not None and v.ok:
                 f = v.objective_model
-                if claimed is not None and abs(f - claimed) > 1e-6 * abs(f) and res.rounding is None:
+                if res.x is not None and claimed is not None and abs(f - claimed) > 1e-6 * abs(f) and res.rounding is None:
                     raise ModelError(
                         f"{solver} objective {claimed:.12g} differs from the model's {f:.12g} for design {design}"
                     )
@@ -340,9 +354,10 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
                 # the strict cutoff below found nothing better either: optimal
                 status, bound = "optimal", best_f
                 break
-            if not proved:
+            if not proved and res.x is not None:
                 status = "feasible" if best else res.status
                 break
+            # (a round whose design the solver could not keep proves nothing: exclude and go on)
             # exclude this design; keep only designs that could beat the best verified one. When
             # the solver's bound already reaches the best, that bound is not taken as the proof
             # (HiGHS has called designs 1e-6 to 2e-5 worse optimal with gap 0 on multi-workload
@@ -358,7 +373,7 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
         del mip.rows[rows0:]
     if best is not None and bound is not None and bound > best_f:
         bound = best_f
-    return ExactRun(status, best, bound, rounds, rejected, time.perf_counter() - t0, nodes, res)
+    return ExactRun(status, best, bound, rounds, rejected, time.perf_counter() - t0, nodes, res, timed_out)
 
 
 def _confirm_infeasible(inst: Instance, comp, opts: dict[str, Any]) -> None:

@@ -226,18 +226,14 @@ def _print_lints(lints) -> None:
 def read_design_file(path: Path) -> dict[str, Any]:
     """A design file is JSON or TOML mapping decision names to values (a solution file's
     ``design`` object also works)."""
+    from codesign.jsonio import read_json
+
     if not path.exists():
         raise InputError("design file not found", file=path)
-    if path.is_dir():
-        raise InputError("a directory, not a design file", file=path, expected="a JSON or TOML (.toml) design file")
-    if path.suffix == ".toml":
-        data = load_toml(path)
-    else:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"not valid JSON: {exc}", file=path,
-                             expected="a JSON design file, or TOML with the suffix .toml") from None
+    try:
+        data = load_toml(path) if path.suffix == ".toml" else read_json(path)
+    except InputError as exc:  # say what a design file may be
+        raise InputError(exc.message, file=path, expected="a JSON design file, or TOML with the suffix .toml") from None
     if not isinstance(data, dict):
         raise InputError("a design file maps decision names to values", file=path, value=type(data).__name__)
     if "design" in data and isinstance(data["design"], dict):
@@ -358,7 +354,7 @@ def solve_cmd(
         return
     from codesign.instance import load_instance, with_budgets, with_objective
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import SOLVERS, check_solver, write_ledger
+    from codesign.solve import SOLVERS, check_solver, exit_code, write_ledger
     from codesign.solve import cross_check as compare_solvers  # `cross_check` is the option
 
     check_solver(solver)
@@ -396,10 +392,8 @@ def solve_cmd(
             cc = record["cross_check"]
             verdict = "[green]agree[/]" if cc["agree"] else f"[yellow]not compared[/]: {cc.get('note', '')}"
             out.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> {verdict}")
-    if sol.status not in ("optimal", "feasible"):
-        raise typer.Exit(1)
-    if str(sol.termination).startswith("interrupted"):
-        raise typer.Exit(130)  # Ctrl-C: the incumbent and its bound are printed (and saved), the run is not done
+    if code := exit_code(sol):
+        raise typer.Exit(code)
 
 
 def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):
@@ -773,20 +767,25 @@ def _parse_value(text: str) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def _fits_annotation(value: Any, annotation: Any) -> str | None:
-    """None if ``value`` may be given for a generator parameter annotated ``annotation`` (a string
-    such as ``'int | None'``), else what the parameter takes."""
+def _generator_value(key: str, text: str, annotation: Any) -> Any:
+    """A ``--set key=text`` value for a generator parameter annotated ``annotation`` (a string such
+    as ``'int | None'``): parsed by :func:`_parse_value`, kept as text for a ``str`` parameter, and
+    refused (InputError) if it is not of the annotated type."""
     kinds = {k.strip() for k in str(annotation).split("|")}
-    if not kinds & {"int", "float", "bool", "str", "list"}:
-        return None  # not a simple annotation: the generator checks it
-    if value is None and "None" in kinds:
-        return None
+    value = _parse_value(text)
+    if "str" in kinds and value is not None and not isinstance(value, str):
+        value = text  # a name that reads like a number stays a name
+    if not kinds & {"int", "float", "bool", "str", "list"} or (value is None and "None" in kinds):
+        return value  # not a simple annotation (the generator checks it), or an optional left out
     ok = (("int" in kinds and isinstance(value, int) and not isinstance(value, bool))
           or ("float" in kinds and isinstance(value, int | float) and not isinstance(value, bool))
           or ("bool" in kinds and isinstance(value, bool))
           or ("str" in kinds and isinstance(value, str))
           or ("list" in kinds and isinstance(value, tuple)))
-    return None if ok else " or ".join(sorted(kinds - {"None"}))
+    if not ok:
+        raise InputError("a generator parameter of another type", key=f"--set {key}", value=text,
+                         expected=" or ".join(sorted(kinds - {"None"})), suggestion="`--set help=1` lists the parameters")
+    return value
 
 
 @app.command("generate")
@@ -812,7 +811,8 @@ def generate_cmd(
         raise InputError("unknown instance kind", value=kind, expected=" | ".join(GENERATORS), suggestion=did_you_mean(kind, list(GENERATORS)))
     gen_mod, gen_fn, load_mod, load_fn = GENERATORS[kind]
     fn = getattr(importlib.import_module(gen_mod), gen_fn)
-    names = [n for n in inspect.signature(fn).parameters]
+    signature = inspect.signature(fn).parameters
+    names = list(signature)
     kwargs: dict[str, Any] = {}
     for item in params or []:
         if "=" not in item:
@@ -823,14 +823,7 @@ def generate_cmd(
             return
         if k not in names:
             raise InputError("unknown generator parameter", key=k, expected=f"one of {names}", suggestion=did_you_mean(k, names))
-        kwargs[k] = _parse_value(v)
-        annotation = str(inspect.signature(fn).parameters[k].annotation)
-        if "str" in {a.strip() for a in annotation.split("|")} and not isinstance(kwargs[k], str | type(None)):
-            kwargs[k] = v  # a name that reads like a number stays a name
-        takes = _fits_annotation(kwargs[k], annotation)
-        if takes is not None:
-            raise InputError("a generator parameter of another type", key=f"--set {k}", value=v, expected=takes,
-                             suggestion="`--set help=1` lists the parameters")
+        kwargs[k] = _generator_value(k, v, signature[k].annotation)
     if out_file.suffix != ".toml":
         raise InputError("the output must be a .toml file", file=out_file)
     given = ", ".join(f"{k}={v}" for k, v in kwargs.items()) or "the defaults"

@@ -15,8 +15,9 @@ model; one that breaks a kept constraint beyond the model's tolerance (a solver 
 its own) is excluded by a no-good row and the solve repeated, as ``solve`` does. So "feasible"
 means a design the model accepts exists, and a relaxation comes with its witness: the design,
 accepted by the model under every other constraint, whose own violation is the amount reported;
-it restores feasibility by construction. The least relaxation is proven when the solver's bound
-on the designs not yet excluded reaches the witness's violation (``least`` in the record).
+it restores feasibility by construction. The witness is the least (``least`` in the record) when,
+once the solver's bound reaches its violation, a solve asking for a violation smaller by more
+than ``solve.CONFIRM_RTOL`` finds no design (a solver's bound alone is not taken as the proof).
 """
 
 from __future__ import annotations
@@ -29,12 +30,8 @@ from codesign.errors import ModelError
 from codesign.formulation import linearize as lin
 from codesign.instance import Instance
 from codesign.model.evaluate import Constraint, constraints, evaluate
-from codesign.solve import MAX_ROUNDS, POLISH_RTOL, backend_solve, exclude_design
+from codesign.solve import CONFIRM_RTOL, MAX_ROUNDS, POLISH_RTOL, backend_solve, exclude_design
 from codesign.space import build_tables
-
-#: a relaxation is reported as the least when no design the MIP admits beats its witness by more
-#: than this relative amount
-LEAST_RTOL = 1e-7
 
 
 @dataclass
@@ -86,10 +83,8 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
             if res.status == "infeasible":
                 return False
             if x is None:
-                raise ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
-                                 f"({res.status}: {res.termination}); try --solver highs")
-            design = comp.decode(x)
-            if _model_accepts(inst, design, keep):
+                raise _no_answer(solver, res)
+            if _accepted(inst, comp.decode(x), keep) is not None:
                 return True
             exclude_design(comp, x, f"explain-nogood[{solves}]")
         raise ModelError(f"explain: {MAX_ROUNDS} designs in a row that the model rejects; the MIP and the model disagree")
@@ -109,8 +104,9 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     conflict = [by_name[n] for n in keep]
     relaxations = []
     for c in conflict:
-        comp = build(inst, tables, include=set(names) - {c.name}, objective=c)
-        found = None if comp.empty_reason else _least_violation(inst, comp, c, solver)
+        others = set(names) - {c.name}
+        comp = build(inst, tables, include=others, objective=c)
+        found = None if comp.empty_reason else _least_violation(inst, comp, c, others, solver)
         solves += 0 if found is None else found[3]
         if found is None or found[0] is None:
             relaxations.append({**_describe(c), "restores": False, "note": "relaxing this one alone cannot restore feasibility: the other constraints conflict as well"})
@@ -136,15 +132,21 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     )
 
 
-def _model_accepts(inst: Instance, design: dict[str, Any], keep: set[str]) -> bool:
-    """The model's verdict: the design's layout is valid and every constraint in ``keep`` holds."""
+def _accepted(inst: Instance, design: dict[str, Any], keep: set[str]):
+    """The model's evaluation of ``design`` if its layout is valid and every constraint in ``keep``
+    holds, else None."""
     ev = evaluate(inst, design)
-    return not ev.structural and all(a.ok for a in ev.audit if a.name in keep)
+    return ev if not ev.structural and all(a.ok for a in ev.audit if a.name in keep) else None
 
 
-def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[Any, float, bool, int]:
+def _no_answer(solver: str, res) -> ModelError:
+    return ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
+                      f"({res.status}: {res.termination}); try --solver highs")
+
+
+def _least_violation(inst: Instance, comp, c: Constraint, others: set[str], solver: str) -> tuple[Any, float, bool, int]:
     """(witness design, its violation of ``c``, proven least, solves): the design the model accepts
-    under every constraint but ``c`` with the least violation of ``c``, by exclude-and-resolve on
+    under ``others`` (every constraint but ``c``) with the least violation of ``c``, by exclude-and-resolve on
     the MIP that minimises it (``comp``); witness None if no design satisfies the others."""
     mip, unit = comp.mip, comp.objective_unit
     rows0 = len(mip.rows)
@@ -159,12 +161,11 @@ def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[
                 break
             if x is None:
                 if best is None:
-                    raise ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
-                                     f"({res.status}: {res.termination}); try --solver highs")
+                    raise _no_answer(solver, res)
                 break  # the witness stands, not proven least
             design = comp.decode(x)
-            ev = evaluate(inst, design)
-            if not ev.structural and all(a.ok for a in ev.audit if a.name != c.name):
+            ev = _accepted(inst, design, others)
+            if ev is not None:
                 (a,) = [a for a in ev.audit if a.name == c.name]
                 v = max(0.0, a.value - a.limit)
                 if v < best_v:
@@ -177,7 +178,7 @@ def _least_violation(inst: Instance, comp, c: Constraint, solver: str) -> tuple[
             # witness, one more solve asks for a design strictly below it.
             proved = res.x is not None and res.bound is not None and res.status == "optimal" and (
                 res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)))
-            margin = max(LEAST_RTOL * abs(best_v), 1e-12 * abs(unit)) if proved else 0.0
+            margin = max(CONFIRM_RTOL * abs(best_v), 1e-12 * abs(unit)) if proved else 0.0
             idx, val = lin.add((mip.obj_idx, mip.obj_val))
             mip.add_row(f"explain-cutoff[{k}]", idx, val, ub=(best_v - margin) / unit - mip.obj_constant)
     finally:

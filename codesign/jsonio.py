@@ -8,6 +8,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +59,11 @@ def _path_error(exc: OSError, path: Path) -> Exception:
     return exc
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename), with
-    the permissions the file had (a new one: those a plain write gives it). A path that cannot be
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write in full; on leaving the block it is renamed onto
+    ``path`` (readers see the old file or the new one), with the permissions the file had (a new
+    one: those a plain write gives it), or removed if the block raised. A path that cannot be
     written is bad input (``InputError``: the path and the system's reason); a full disk or an I/O
     error is not, and propagates."""
     from codesign.errors import InputError
@@ -67,25 +71,30 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     path = Path(path)
     if path.is_dir():
         raise InputError("cannot write a file: the path is a directory", file=path,
-                         suggestion=f"give a file name inside it, e.g. {path / 'out.json'}")
+                         suggestion=f"give a file name inside it, e.g. {path / ('out' + (path.suffix or '.json'))}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
     except OSError as exc:
         raise _path_error(exc, path) from None
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK
-            os.fchmod(f.fileno(), mode)
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK)
         os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _path_error(exc, path) from None
-        raise
+    except OSError as exc:
+        raise _path_error(exc, path) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically and durably (:func:`atomic_output`)."""
+    with atomic_output(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def read_json(path: str | Path) -> Any:

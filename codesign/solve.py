@@ -45,6 +45,15 @@ def check_solver(solver: str) -> None:
     )
 
 
+def exit_code(sol: Any) -> int:
+    """What ``solve`` exits with after printing (and saving) a solution: 1 without a design
+    (infeasible, no solution), 130 when Ctrl-C ended the run (the incumbent and its bound are
+    kept), else 0."""
+    if sol.status not in ("optimal", "feasible"):
+        return 1
+    return 130 if str(sol.termination).startswith("interrupted") else 0
+
+
 def check_limits(time_limit: float | None, threads: int | None) -> None:
     """A time limit is a positive finite number of seconds; threads a count, 0 for the solver's
     own choice."""

@@ -531,16 +531,16 @@ def _read_rows(path: Path, known: Any, engines: Any) -> tuple[list[Row], list[di
                 conc = str(raw.get("concurrency") or "").strip()
                 reqs = str(raw.get("num_requests") or "").strip()
                 source = str(raw.get("source") or "").strip()
-                n_req = int(reqs) if reqs else _requests_of(source, ints["isl"], ints["osl"], known)
+                n_req = _int_field(raw, "num_requests") if reqs else _requests_of(source, ints["isl"], ints["osl"], known)
                 if n_req is not None and n_req < 1:
                     raise ValueError(f"num_requests must be positive, got {n_req}")
                 table_mb, table_mt = _engine_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines)
                 mbs = str(raw.get("max_batch_size") or "").strip()
-                engine_mb = int(mbs) if mbs else table_mb
+                engine_mb = _int_field(raw, "max_batch_size") if mbs else table_mb
                 if engine_mb is not None and engine_mb < 1:
                     raise ValueError(f"max_batch_size must be positive, got {engine_mb}")
                 mnt = str(raw.get("max_num_tokens") or "").strip()
-                engine_mt = int(mnt) if mnt else table_mt
+                engine_mt = _int_field(raw, "max_num_tokens") if mnt else table_mt
                 if engine_mt is not None and engine_mt < 1:
                     raise ValueError(f"max_num_tokens must be positive, got {engine_mt}")
                 rows.append(

@@ -81,27 +81,12 @@ def export(mip: MIP, path: str | Path, fmt: str) -> Path:
     """Write the MIP as LP or MPS (through Pyomo's writers, symbolic names off)."""
     if fmt not in ("lp", "mps"):
         raise InputError("unknown export format", value=fmt, expected="lp | mps")
-    import os
-    import tempfile
+    from codesign.jsonio import atomic_output
 
     model = to_pyomo(mip)
     path = Path(path)
-    if path.is_dir():
-        raise InputError("cannot write a file: the path is a directory", file=path,
-                         suggestion=f"give a file name inside it, e.g. {path / f'model.{fmt}'}")
-    try:  # atomically, as every file codesign writes: Pyomo's writer into a temp file, then rename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".{fmt}", dir=path.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise InputError(f"cannot write here: {exc.strerror or exc}", file=path,
-                         suggestion="choose a directory you can write to") from None
-    try:
-        model.write(tmp, format=fmt)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomic_output(path) as tmp:  # as every file codesign writes: in full, then renamed
+        model.write(str(tmp), format=fmt)
     return path
 
 

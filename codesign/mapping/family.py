@@ -24,6 +24,7 @@ from codesign.solve import (
     _provenance,
     check_solver,
     cross_check,
+    exit_code,
     headline,
     user_gap,
 )
@@ -249,7 +250,5 @@ def solve_command(
             console.print(f"cross-check {cc['solvers']}: objectives {cc['objectives']} -> {verdict}")
         for c in (record.get("explanation") or {}).get("conflicts", []):
             console.print(f"[red]infeasible[/] because of {c['constraint']}: {c['message']}")
-    if sol.status not in ("optimal", "feasible"):
-        raise typer.Exit(1)
-    if str(sol.termination).startswith("interrupted"):
-        raise typer.Exit(130)  # Ctrl-C: the incumbent and its bound are printed (and saved), the run is not done
+    if code := exit_code(sol):
+        raise typer.Exit(code)

@@ -4,7 +4,7 @@ Exact methods
 - :func:`naive_brute_force`: vectorised evaluation of every point of the full space (hardware x
   one layout per workload), no decomposition, no pruning; stops at a time budget and
   extrapolates.
-- :func:`decomposed`: :func:`codesign.space.brute_force`, "enumerate the shared hardware; for
+- :func:`decomposed`: :func:`codesign.kinds.grid.space.brute_force`, "enumerate the shared hardware; for
   each, optimise each workload's schedule independently" (vectorised over hardware x layouts).
 - :func:`decomposed_pruned`: the same plus bound-based pruning: workloads are taken one at a
   time and a hardware design is dropped once its partial sum (every metric is >= 0) exceeds
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from codesign.instance import Instance
+from codesign.kinds.grid.space import Tables, brute_force, constraint_values, fast_eval_form
+from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import constraints, holds, objective_terms, workload_forms
-from codesign.space import Tables, brute_force, constraint_values, fast_eval_form
 
 
 # --- pointwise evaluation ---------------------------------------------------------------------
@@ -217,8 +217,8 @@ def decomposed(inst: Instance, tables: Tables) -> dict:
 def decomposed_pruned(inst: Instance, tables: Tables) -> dict:
     """Decomposed exact enumeration with bound-based pruning across workloads (hardware
     budgets first; workloads one at a time; a design is dropped once its partial sum exceeds
-    the incumbent; see :func:`codesign.space.hardware_values` with ``prune``)."""
-    from codesign.space import hardware_values
+    the incumbent; see :func:`codesign.kinds.grid.space.hardware_values` with ``prune``)."""
+    from codesign.kinds.grid.space import hardware_values
 
     t0 = time.perf_counter()
     hv = hardware_values(inst, tables, prune=True)

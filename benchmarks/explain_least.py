@@ -19,9 +19,9 @@ from __future__ import annotations
 import sys
 import time
 
-from codesign.explain import explain
-from codesign.instance import load_instance, with_budgets
 from codesign.jsonio import write_json_atomic
+from codesign.kinds.grid.explain import explain
+from codesign.kinds.grid.spec import load_instance, with_budgets
 from codesign.validate import REPO_ROOT
 
 BUDGETS = ["time_per_token_s >= 7.6078e-05", "tsv_count >= 32768", "tokens_per_s >= 18747"]
@@ -29,7 +29,7 @@ OUT = REPO_ROOT / "validation" / "explain_least.json"
 
 
 def main() -> int:
-    from codesign.space import brute_force
+    from codesign.kinds.grid.space import brute_force
 
     base = load_instance("small-3d-llama8b")
     best = brute_force(with_budgets(base, BUDGETS[:2])).objective  # the throughput budget dropped

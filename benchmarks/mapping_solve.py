@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from codesign.jsonio import write_json_atomic
-from codesign.mapping.brute import brute_force_mapping
-from codesign.mapping.generate import generate_mapping
-from codesign.mapping.solve import solve_mapping
-from codesign.mapping.spec import (
+from codesign.kinds.mapping.brute import brute_force_mapping
+from codesign.kinds.mapping.generate import generate_mapping
+from codesign.kinds.mapping.solve import solve_mapping
+from codesign.kinds.mapping.spec import (
     KIND_COMMANDS,
     list_mapping_instances,
     load_mapping,
@@ -61,12 +61,12 @@ def run_mapping(inst, solver: str, repeats: int, time_limit: float) -> dict[str,
 
 
 def run_placement(name: str, solver: str, repeats: int, time_limit: float) -> dict[str, Any]:
-    mod = importlib.import_module("codesign.mapping.placement_solve") if _has("codesign.mapping.placement_solve") else None
+    mod = importlib.import_module("codesign.kinds.placement.solve") if _has("codesign.kinds.placement.solve") else None
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         if mod is not None and hasattr(mod, "solve_placement"):
-            from codesign.mapping.placement import load_placement
+            from codesign.kinds.placement.spec import load_placement
 
             s = mod.solve_placement(load_placement(name), solver=solver, time_limit=time_limit)
             rec = s.as_dict() if hasattr(s, "as_dict") else dict(s)
@@ -113,8 +113,8 @@ def main() -> None:
         p = build_problem(inst)
         record({"name": name, "kind": "mapping", "series": "named", "space_log10": log10(space_size(p)),
                 "solvers": {s: run_mapping(inst, s, repeats, a.time_limit) for s in SOLVERS}})
-    if "placement" in KIND_COMMANDS and _has("codesign.mapping.placement"):
-        from codesign.mapping.placement import list_placement_instances
+    if "placement" in KIND_COMMANDS and _has("codesign.kinds.placement.spec"):
+        from codesign.kinds.placement.spec import list_placement_instances
 
         for name in list_placement_instances():
             try:
@@ -122,7 +122,7 @@ def main() -> None:
             except RuntimeError as exc:
                 print(f"{name}: skipped ({exc})")
                 continue
-            from codesign.mapping import placement_commands
+            from codesign.kinds.placement import commands as placement_commands
 
             size = placement_commands.summary(name).get("space_size", 0)
             record({"name": name, "kind": "placement", "series": "named", "space_log10": log10(int(size)) if size else None, "solvers": solvers})

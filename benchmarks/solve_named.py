@@ -15,10 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from codesign.instance import list_instances, load_instance
 from codesign.jsonio import write_json_atomic
-from codesign.solve import solve_instance
-from codesign.space import brute_force, build_tables, space_size
+from codesign.kinds.grid.space import brute_force, build_tables, space_size
+from codesign.kinds.grid.spec import list_instances, load_instance
+from codesign.proof.driver import solve_instance
 
 #: spaces up to this many points are also enumerated
 BRUTE_FORCE_LIMIT = 5e7

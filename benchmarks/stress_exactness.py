@@ -5,8 +5,8 @@ the model's tolerance edge.
     python benchmarks/stress_exactness.py --family mapping --draws 200 --seed 0
     python benchmarks/stress_exactness.py --family placement --draws 200 --seed 0 --save-failures
 
-Every draw is a TOML-able instance dict (from :func:`codesign.mapping.generate.generate_mapping`
-or :func:`codesign.mapping.placement.generate_placement`, then randomly perturbed: per-group
+Every draw is a TOML-able instance dict (from :func:`codesign.kinds.mapping.generate.generate_mapping`
+or :func:`codesign.kinds.placement.spec.generate_placement`, then randomly perturbed: per-group
 ports, local memory that binds, electrical medium, explicit routing weights with ties, ...).
 Draws are kept only if their whole design space has at most ``--max-points`` points, so that the
 brute force (every per-layer / per-expert design, evaluated by the model) is the ground truth.
@@ -97,8 +97,8 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
     ``edges``: also draw budgets and capacities on the model's 1e-9 feasibility tolerance.
     ``symmetry``: 4-5 devices of one chip and 2-3 modules (identical middle devices and modules:
     the symmetry-breaking rows of the MIP are active)."""
-    from codesign.mapping.generate import generate_mapping
-    from codesign.mapping.spec import mapping_from_data
+    from codesign.kinds.mapping.generate import generate_mapping
+    from codesign.kinds.mapping.spec import mapping_from_data
     from codesign.model.mapping import build_problem, space_size
 
     while True:
@@ -171,8 +171,8 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
 def _resolve_mapping_budget(data: dict[str, Any]) -> dict[str, Any]:
     """The draw's relative budget ``tpot_factor`` (x the fastest design's tpot, found by brute
     force) -> an absolute ``tpot_s``; dropped when no design is feasible anyway."""
-    from codesign.mapping.brute import brute_force_mapping
-    from codesign.mapping.spec import mapping_from_data
+    from codesign.kinds.mapping.brute import brute_force_mapping
+    from codesign.kinds.mapping.spec import mapping_from_data
     from codesign.model.mapping import build_problem
 
     b = data.get("budgets", {}).get("tpot_factor")
@@ -194,9 +194,9 @@ def _resolve_mapping_budget(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_mapping(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> Outcome:
-    from codesign.mapping.brute import brute_force_mapping
-    from codesign.mapping.solve import solve_mapping
-    from codesign.mapping.spec import mapping_from_data
+    from codesign.kinds.mapping.brute import brute_force_mapping
+    from codesign.kinds.mapping.solve import solve_mapping
+    from codesign.kinds.mapping.spec import mapping_from_data
     from codesign.model.mapping import build_problem, space_size
 
     return _check("mapping", data, mapping_from_data, build_problem, space_size, brute_force_mapping,
@@ -267,7 +267,7 @@ def _composition(rng: np.random.Generator, n: int) -> list[int]:
 def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, edges: bool = True) -> dict[str, Any]:
     """A random tiny placement instance dict whose design space brute force can enumerate.
     ``edges``: also draw budgets on the model's 1e-9 feasibility tolerance."""
-    from codesign.mapping.placement import generate_placement, placement_from_data
+    from codesign.kinds.placement.spec import generate_placement, placement_from_data
     from codesign.model.placement import build_problem, space_size
 
     while True:
@@ -326,8 +326,8 @@ def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, 
 
 
 def _resolve_placement_budget(data: dict[str, Any]) -> dict[str, Any]:
-    from codesign.mapping.placement import placement_from_data
-    from codesign.mapping.placement_solve import brute_force_placement
+    from codesign.kinds.placement.solve import brute_force_placement
+    from codesign.kinds.placement.spec import placement_from_data
     from codesign.model.placement import build_problem
 
     b = data.get("budgets", {}).get("tpot_factor")
@@ -348,8 +348,8 @@ def _resolve_placement_budget(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_placement(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> Outcome:
-    from codesign.mapping.placement import placement_from_data
-    from codesign.mapping.placement_solve import brute_force_placement, solve_placement
+    from codesign.kinds.placement.solve import brute_force_placement, solve_placement
+    from codesign.kinds.placement.spec import placement_from_data
     from codesign.model.placement import build_problem, space_size
 
     return _check("placement", data, placement_from_data, build_problem, space_size, brute_force_placement,

@@ -276,7 +276,7 @@ FP8_KV_PRECISIONS = ("fp8", "fp4")
 def engine_kv_precision(precision: str) -> str:
     """KV-cache precision of a row without a ``kv_precision`` column (``FP8_KV_PRECISIONS``; a
     weight-only format's cache at its math's 16 bit, ``instance.kv_precision_of``)."""
-    from codesign.instance import kv_precision_of
+    from codesign.kinds.grid.spec import kv_precision_of
 
     return "fp8" if precision in FP8_KV_PRECISIONS else kv_precision_of(precision, None)
 
@@ -721,7 +721,7 @@ def _system_of(row: Row, variant: Variant) -> dict[str, Any]:
 
 def row_instance(row: Row, batch: int, variant: Variant = MODEL):
     """The one-design catalog instance of ``row`` at ``batch`` sequences per model replica."""
-    from codesign.instance import Instance, InstanceFile
+    from codesign.kinds.grid.spec import Instance, InstanceFile
 
     raw = {
         "name": f"validate-{row.id}",
@@ -763,7 +763,7 @@ def _memory_audit(ev) -> Any:
 def skip_reason(row: Row, variant: Variant = MODEL) -> str | None:
     """Why ``row`` cannot be predicted, or None."""
     from codesign import catalog
-    from codesign.instance import BYTES_PER_ELEMENT
+    from codesign.kinds.grid.spec import BYTES_PER_ELEMENT
     from codesign.model.schedule import structural_reason
     from codesign.model.workload import load_workload
 

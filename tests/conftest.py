@@ -10,9 +10,9 @@ def solvers_match_brute_force():
     """A check of exactness on an enumerable instance: brute force finds a feasible optimum, HiGHS
     and CP-SAT both prove it (to 1e-9 relative), and the model gives each returned design that
     objective. Returns the brute-force result."""
+    from codesign.kinds.grid.space import brute_force
     from codesign.model.evaluate import evaluate
-    from codesign.solve import solve_instance
-    from codesign.space import brute_force
+    from codesign.proof.driver import solve_instance
 
     def check(inst):
         bf = brute_force(inst)

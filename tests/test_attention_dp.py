@@ -100,7 +100,7 @@ def test_validation_maps_attention_dp_over_the_whole_group_and_skips_a_partial_o
 
 
 def test_attention_dp_is_an_optional_decision_with_a_boolean_domain(tmp_path):
-    from codesign.instance import load_instance
+    from codesign.kinds.grid.spec import load_instance
 
     text = (V.REPO_ROOT / "instances" / "dgx-llama70b-chip-choice.toml").read_text()
     assert "attention_dp" not in {d.key for d in load_instance("dgx-llama70b-chip-choice").decisions}
@@ -116,9 +116,9 @@ def test_the_named_instance_brute_force_equals_both_solvers_and_attention_dp_win
     choice (attention tensor-parallel only) is strictly worse."""
     import tomllib
 
-    from codesign.instance import instance_from_data, load_instance
+    from codesign.kinds.grid.space import brute_force
+    from codesign.kinds.grid.spec import instance_from_data, load_instance
     from codesign.paths import instances_dir
-    from codesign.space import brute_force
 
     bf = solvers_match_brute_force(load_instance("dgx-qwen3-235b-attention-dp"))
     assert bf.design["attention_dp"] is True

@@ -30,7 +30,7 @@ from codesign.backends import (
 )
 from codesign.backends.result import Rounding
 from codesign.errors import InputError
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 
 SOLVERS = [
     pytest.param(

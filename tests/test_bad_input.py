@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from codesign.cli import app
-from codesign.instance import load_instance
-from codesign.solve import solve_instance
+from codesign.kinds.grid.spec import load_instance
+from codesign.proof.driver import solve_instance
 
 TINY = "tiny-3d-llama8b"
 runner = CliRunner()
@@ -187,7 +187,7 @@ def test_explain_relaxes_a_throughput_budget_in_tokens_per_s() -> None:
     """The least relaxation of 'tokens_per_s >= 30000' on the tiny instance is 30,000 tok/s less its
     optimum (by enumeration of its 432 designs), in tok/s; the normalised row's own figure is
     1/optimum - 1/30,000 seconds per token."""
-    from codesign.space import brute_force
+    from codesign.kinds.grid.space import brute_force
 
     best = brute_force(load_instance(TINY)).objective
     assert best < 30000
@@ -202,8 +202,8 @@ def test_lints_for_a_system_its_layouts_cannot_tile() -> None:
     devices into no whole replica (3 and 6 do not divide 4), while tp = 1, 2 and 4 do."""
     import copy
 
-    from codesign.instance import instance_from_data
-    from codesign.lints import lint
+    from codesign.kinds.grid.lints import lint
+    from codesign.kinds.grid.spec import instance_from_data
 
     raw = copy.deepcopy(load_instance(TINY).raw)
     raw["system"]["scale_up_domain"] = 3

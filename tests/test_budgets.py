@@ -1,6 +1,6 @@
 """Custom budgets (issue 5): safe parsing, exact compilation into the MIP, audit, instance files.
 
-Brute force (:func:`codesign.space.brute_force`) is the reference: for every budget below the
+Brute force (:func:`codesign.kinds.grid.space.brute_force`) is the reference: for every budget below the
 MIP optimum of HiGHS and of CP-SAT equals the enumerated optimum of ``with_budgets(inst, [...])``
 to 1e-9 relative, and where a budget binds the optimum moves away from the unconstrained one.
 
@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from codesign.budgets import Term, metric_table, parse_budget
 from codesign.cli import app
 from codesign.errors import InputError
-from codesign.formulation.build import build
-from codesign.instance import load_instance, parsed_budgets, with_budgets, with_objective
+from codesign.kinds.grid.budgets import Term, metric_table, parse_budget
+from codesign.kinds.grid.formulation import build
+from codesign.kinds.grid.space import brute_force
+from codesign.kinds.grid.spec import load_instance, parsed_budgets, with_budgets, with_objective
 from codesign.model.evaluate import evaluate
-from codesign.solve import backend_solve, solve_instance
-from codesign.space import brute_force
+from codesign.proof.driver import backend_solve, solve_instance
 
 TINY = "tiny-3d-llama8b"
 SMALL = "small-3d-llama8b"

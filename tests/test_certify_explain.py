@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import codesign.space as space
-from codesign.budgets import parse_budget
-from codesign.certify import certify, check_certificate
+import codesign.kinds.grid.space as space
 from codesign.cli import app
-from codesign.explain import explain
-from codesign.instance import load_instance, parsed_budgets, with_budgets, with_objective
 from codesign.jsonio import dumps
+from codesign.kinds.grid.budgets import parse_budget
+from codesign.kinds.grid.explain import explain
+from codesign.kinds.grid.space import brute_force
+from codesign.kinds.grid.spec import load_instance, parsed_budgets, with_budgets, with_objective
 from codesign.model.evaluate import evaluate
-from codesign.space import brute_force
+from codesign.proof.certify import certify, check_certificate
 
 TINY = "tiny-3d-llama8b"
 SMALL = "small-3d-llama8b"
@@ -552,7 +552,7 @@ def test_cli_deeply_nested_budget_exits_2() -> None:
 def test_explain_and_solve_judge_by_the_model(which, budgets, tiny, small) -> None:
     """Budget sets a helper's fuzzing found explain calling feasible (and solve, for the last,
     'no_solution' after 21 s): by enumeration none is; explain and solve now say so."""
-    from codesign.solve import solve_instance
+    from codesign.proof.driver import solve_instance
 
     inst = with_budgets(tiny if which == "tiny" else small, budgets)
     assert not brute_force(inst).feasible

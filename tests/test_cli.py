@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from codesign.cli import app
-from codesign.instance import load_instance
+from codesign.kinds.grid.spec import load_instance
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = "tiny-3d-llama8b"

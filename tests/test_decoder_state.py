@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from codesign.instance import Instance, InstanceFile
+from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model import schedule
 from codesign.model.hardware import kv_cache_free_fraction
 from codesign.model.schedule import schedule_table
@@ -99,7 +99,7 @@ def test_the_state_stays_in_local_memory_when_weights_and_kv_are_pooled():
     hold the weights and the KV cache, each device keeps its slots' state in its own memory, b x
     (16 x 128,256 + 4 x 128,256 + 65,536 + 40 x 2,048) B; with both pooled it is all the local
     column holds."""
-    from codesign.instance import load_instance
+    from codesign.kinds.grid.spec import load_instance
 
     t = schedule_table(load_instance("pf-llama405b-consistent"), "main")
     d, f = t.decisions, t.features

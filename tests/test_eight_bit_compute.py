@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from codesign import validate as V
-from codesign.instance import Instance, InstanceFile
+from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model import hardware
 from codesign.model.hardware import Calibration, calibration_for, hardware_table
 
@@ -110,9 +110,9 @@ def test_the_hardware_column_of_an_fp8_workload_by_hand(eight_bit_calibration):
 def test_the_3d_mapping_and_placement_models_take_it_too(eight_bit_calibration):
     """The stacked family's column (tiny-3d-llama8b, FP8, [default]'s 0.5: 1 / (F_peak x 0.5)), a
     mapping instance's devices and a placement instance's (H100, FP8: 1 / (1,978.9e12 x 0.6))."""
-    from codesign.instance import load_instance
-    from codesign.mapping.placement import load_placement
-    from codesign.mapping.spec import load_mapping
+    from codesign.kinds.grid.spec import load_instance
+    from codesign.kinds.mapping.spec import load_mapping
+    from codesign.kinds.placement.spec import load_placement
     from codesign.model import mapping, placement
 
     hw = hardware_table(load_instance("tiny-3d-llama8b"))

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from codesign.errors import ModelError
-from codesign.instance import instance_from_data
-from codesign.solve import solve_instance
-from codesign.space import brute_force
+from codesign.kinds.grid.space import brute_force
+from codesign.kinds.grid.spec import instance_from_data
+from codesign.proof.driver import solve_instance
 
 DATA = Path(__file__).resolve().parent / "data" / "fuzz"
 
@@ -68,8 +68,8 @@ def test_a_design_the_solver_could_not_keep_is_still_priced(monkeypatch) -> None
     on the tiny instance, a reviewer's simulation)."""
     import dataclasses
 
-    import codesign.solve as S
-    from codesign.instance import load_instance
+    import codesign.proof.driver as S
+    from codesign.kinds.grid.spec import load_instance
 
     real, calls = S.backend_solve, []
 
@@ -90,7 +90,7 @@ def test_a_design_the_solver_could_not_keep_is_still_priced(monkeypatch) -> None
 
 def test_a_time_limit_too_short_for_one_round_still_answers() -> None:
     """The first round always runs (at least MIN_ROUND_TIME_S); `--time-limit 1e-9` crashed."""
-    from codesign.instance import load_instance
+    from codesign.kinds.grid.spec import load_instance
 
     sol = solve_instance(load_instance("tiny-3d-llama8b"), time_limit=1e-9)
     assert sol.status in ("optimal", "feasible", "no_solution")

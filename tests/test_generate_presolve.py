@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from codesign.backends import available_solvers
-from codesign.formulation.build import build, nondominated
-from codesign.generate import HW_LEVELS, generate, scaled_instance
-from codesign.instance import instance_from_data, load_instance
+from codesign.kinds.grid.formulation import build, nondominated
+from codesign.kinds.grid.generate import HW_LEVELS, generate, scaled_instance
+from codesign.kinds.grid.space import brute_force, build_tables, fast_eval_form, space_size
+from codesign.kinds.grid.spec import instance_from_data, load_instance
 from codesign.model.evaluate import eval_form, workload_forms
-from codesign.solve import solve_instance
-from codesign.space import brute_force, build_tables, fast_eval_form, space_size
+from codesign.proof.driver import solve_instance
 
 SOLVERS = available_solvers()
 

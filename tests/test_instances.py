@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from codesign.errors import InputError
-from codesign.instance import list_instances, load_instance, parse_design
-from codesign.lints import lint
+from codesign.kinds.grid.lints import lint
+from codesign.kinds.grid.space import space_size
+from codesign.kinds.grid.spec import list_instances, load_instance, parse_design
 from codesign.model.evaluate import evaluate
-from codesign.space import space_size
 
 HAND_SIZES = {
     "tiny-3d-llama8b": 48 * 9,

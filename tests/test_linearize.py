@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from codesign.backends import available_solvers, solve
-from codesign.formulation import linearize as lin
-from codesign.formulation.mip import MIP
+from codesign.mip import linearize as lin
+from codesign.mip.program import MIP
 
 SOLVERS = available_solvers()
 

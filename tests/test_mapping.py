@@ -12,10 +12,10 @@ import pytest
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.mapping.brute import brute_force_mapping, compositions
-from codesign.mapping.generate import generate_mapping
-from codesign.mapping.solve import solve_mapping
-from codesign.mapping.spec import load_mapping, mapping_from_data
+from codesign.kinds.mapping.brute import brute_force_mapping, compositions
+from codesign.kinds.mapping.generate import generate_mapping
+from codesign.kinds.mapping.solve import solve_mapping
+from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
 from codesign.model.hardware import calibration_for
 from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping, space_size
 
@@ -134,7 +134,7 @@ def test_space_size_counts_partitions_tiers_and_attachments():
 
 
 def test_paper_assumption_ignores_ports_and_is_linted():
-    from codesign.mapping.commands import lints
+    from codesign.kinds.mapping.commands import lints
 
     data = generate_mapping(devices=2, modules=2, layers=2, assumed_device_bandwidth_GBps=26_800)
     inst = mapping_from_data(data)
@@ -250,7 +250,7 @@ def test_cli_solve_evaluate_check(tmp_path):
 
 
 def test_named_mapping_instances_load_and_exceed_1e15():
-    from codesign.mapping.spec import list_mapping_instances
+    from codesign.kinds.mapping.spec import list_mapping_instances
 
     names = list_mapping_instances()
     assert "tiny-pf-mapping" in names
@@ -289,7 +289,7 @@ def test_stored_mapping_solutions_reverify(path):
     import importlib
 
     from codesign.jsonio import read_json
-    from codesign.mapping.spec import KIND_COMMANDS
+    from codesign.kinds.mapping.spec import KIND_COMMANDS
 
     data = read_json(path)
     report = importlib.import_module(KIND_COMMANDS[data["kind"]]).check_solution(data, path)
@@ -317,7 +317,7 @@ def test_cli_certify_mapping_design(tmp_path):
 
 
 def test_infeasible_mapping_is_explained():
-    from codesign.mapping.solve import explain_infeasible
+    from codesign.kinds.mapping.solve import explain_infeasible
 
     # tpot: the least tpot is D x the least period, i.e. D x (m / best tokens/s)
     tight = mapping_from_data(generate_mapping(devices=2, modules=2, layers=3, tpot_s=1e-4, objective="energy_per_token_J"))

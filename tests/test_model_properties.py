@@ -26,11 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesign.instance import Instance, load_instance, parse_design
+from codesign.kinds.grid.space import Tables, brute_force, build_tables, space_size
+from codesign.kinds.grid.spec import Instance, load_instance, parse_design
 from codesign.model import thermal
 from codesign.model.evaluate import constraints, eval_form, evaluate, workload_forms
 from codesign.model.hardware import HardwareTable
-from codesign.space import Tables, brute_force, build_tables, space_size
 
 NAMED = [
     "tiny-3d-llama8b",
@@ -559,9 +559,9 @@ def test_ring_and_in_switch_chips_in_one_mip_brute_force_equals_both_solvers() -
     96 designs through ``evaluate``; the best feasible one is what HiGHS and CP-SAT prove optimal."""
     import tomllib
 
-    from codesign.instance import instance_from_data
+    from codesign.kinds.grid.spec import instance_from_data
     from codesign.paths import instances_dir
-    from codesign.solve import solve_instance
+    from codesign.proof.driver import solve_instance
 
     raw = tomllib.loads((instances_dir() / "dgx-llama70b-chip-choice.toml").read_text())
     raw["hardware"]["decisions"]["chip"] = ["a100-sxm-80gb", "h100-sxm", "b200"]

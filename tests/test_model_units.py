@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from codesign import catalog
-from codesign.instance import load_instance
+from codesign.kinds.grid.spec import load_instance
 from codesign.model import compute, memory, network, thermal
 from codesign.model.hardware import hardware_table
 

@@ -10,7 +10,7 @@ import pytest
 
 from codesign import catalog
 from codesign import validate as V
-from codesign.instance import BYTES_PER_ELEMENT, WorkloadSpec, kv_precision_of
+from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, WorkloadSpec, kv_precision_of
 from codesign.model.hardware import math_format
 
 # Llama 3.1 8B: embedding and LM head 2 x 128,256 x 4,096 = 1,050,673,152 parameters, kept at 16 bit;

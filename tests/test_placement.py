@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 
 from codesign.cli import app
 from codesign.errors import InputError
-from codesign.mapping.placement import generate_placement, load_placement, placement_from_data
-from codesign.mapping.placement_formulation import build_placement, to_user
-from codesign.mapping.placement_solve import (
+from codesign.kinds.placement.formulation import build_placement, to_user
+from codesign.kinds.placement.solve import (
     brute_force_placement,
     check_placement_solution,
     solve_placement,
 )
+from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
 from codesign.model.hardware import calibration_for
 from codesign.model.placement import (
     PlacementDesign,

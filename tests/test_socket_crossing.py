@@ -23,7 +23,7 @@ import pytest
 from codesign import catalog
 from codesign import validate as V
 from codesign.errors import InputError
-from codesign.instance import Instance, InstanceFile
+from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model import network
 from codesign.model.evaluate import evaluate
 from codesign.model.placement import pattern_cost

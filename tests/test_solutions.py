@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codesign.instance import list_instances
-from codesign.solve import check_solution
+from codesign.kinds.grid.spec import list_instances
+from codesign.proof.driver import check_solution
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions"
 FILES = sorted(SOLUTIONS.glob("*.json"))

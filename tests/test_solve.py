@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 
 from codesign.backends import available_solvers
 from codesign.cli import app
-from codesign.instance import instance_from_data, load_instance
+from codesign.kinds.grid.space import brute_force, space_size
+from codesign.kinds.grid.spec import instance_from_data, load_instance
 from codesign.model.evaluate import evaluate
-from codesign.solve import _provenance, check_solution, cross_check, solve_instance
-from codesign.space import brute_force, space_size
+from codesign.proof.driver import _provenance, check_solution, cross_check, solve_instance
 
 SOLVERS = available_solvers()
 RTOL = 1e-9
@@ -227,7 +227,7 @@ def test_cli_cross_check_and_bad_solver():
 def test_with_claim_judges_like_verify():
     """solve_exact evaluates the accepted design once and judges it against the solver's claim
     with verify.with_claim: the same verdict, numbers and problems as a second verify()."""
-    from codesign.verify import verify, with_claim
+    from codesign.kinds.grid.verify import verify, with_claim
 
     inst = load_instance("tiny-3d-llama8b")
     design = solve_instance(inst).design
@@ -245,7 +245,7 @@ def test_with_claim_judges_like_verify():
 def test_git_revision_asked_once_per_process(monkeypatch):
     import subprocess as sp
 
-    from codesign import solve as solve_mod
+    from codesign.proof import driver as solve_mod
 
     calls = []
     real = sp.run

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codesign import validate as V
-from codesign.instance import Instance, InstanceFile
+from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model.schedule import extra_iterations, schedule_table
 
 OVERVIEW = "arthurrasmusson/TensorRT-LLM@e00d4e6564921307dd264b61fe1d46f116095e0e:docs/source/performance/perf-overview.md"

@@ -1,6 +1,6 @@
 """Solver backends: the only place solver packages are imported.
 
-``solve(mip, solver=...)`` lowers a solver-neutral :class:`~codesign.formulation.mip.MIP` to one
+``solve(mip, solver=...)`` lowers a solver-neutral :class:`~codesign.mip.program.MIP` to one
 backend and returns a :class:`SolveResult`. Each backend declares its :class:`Capabilities` so
 callers (and tests) can choose or skip by what a backend can do rather than by its name.
 
@@ -33,7 +33,7 @@ from codesign.backends.result import (
     relative_gap,
 )
 from codesign.errors import InputError, did_you_mean
-from codesign.formulation.mip import MIP, Row
+from codesign.mip.program import MIP, Row
 
 __all__ = [
     "CAPABILITIES",

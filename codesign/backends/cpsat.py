@@ -70,7 +70,7 @@ from codesign.backends.result import (
     relative_gap,
     within_tolerance,
 )
-from codesign.formulation.mip import MIP, Row
+from codesign.mip.program import MIP, Row
 
 SOLVER_NAME = "cpsat"
 

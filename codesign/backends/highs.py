@@ -55,7 +55,7 @@ from codesign.backends.result import (
     relative_gap,
     within_tolerance,
 )
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 
 SOLVER_NAME = "highs"
 

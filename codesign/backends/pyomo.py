@@ -18,7 +18,7 @@ import numpy as np
 
 from codesign.backends.result import LoweringError, SolveResult, relative_gap
 from codesign.errors import InputError
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 
 
 def _big_m_rows(mip: MIP) -> list[tuple[str, np.ndarray, np.ndarray, float, float]]:

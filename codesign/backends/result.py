@@ -143,7 +143,7 @@ class Rounding:
 
 @dataclass
 class SolveResult:
-    """What a backend returns for one solve of a :class:`~codesign.formulation.mip.MIP`.
+    """What a backend returns for one solve of a :class:`~codesign.mip.program.MIP`.
 
     Attributes:
         status: see the module docstring.

@@ -26,7 +26,7 @@ from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import PHASES, ScheduleTable, schedule_table
 
 if TYPE_CHECKING:
-    from codesign.instance import Instance
+    from codesign.kinds.grid.spec import Instance
 
 
 #: a constraint lhs <= rhs holds when lhs <= rhs + FEASIBILITY_RTOL·|rhs| (one tolerance for the
@@ -198,7 +198,7 @@ class Constraint:
     """Σ coef·form(S, H) <= rhs_hw(H) + rhs, with a stable hierarchical name.
 
     Most constraints have one term (``form`` with coefficient 1); a custom budget
-    (:mod:`codesign.budgets`) has several, with any signs (``terms``).
+    (:mod:`codesign.kinds.grid.budgets`) has several, with any signs (``terms``).
     """
 
     name: str
@@ -268,9 +268,9 @@ def constraints(inst: Instance, hw: HardwareTable, scheds: dict[str, ScheduleTab
 
 def custom_constraints(inst: Instance, scheds: dict[str, ScheduleTable]) -> list[Constraint]:
     """``[[budgets.custom]]`` and ``--budget``: Σ coef·metric <= rhs, each metric a form."""
-    from codesign.budgets import FORM_OF, HARDWARE_METRICS
     from codesign.errors import InputError
-    from codesign.instance import parsed_budgets
+    from codesign.kinds.grid.budgets import FORM_OF, HARDWARE_METRICS
+    from codesign.kinds.grid.spec import parsed_budgets
 
     out = []
     for b in parsed_budgets(inst):

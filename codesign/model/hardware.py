@@ -26,7 +26,7 @@ from codesign.schema import Strict, load_toml, validate
 
 if TYPE_CHECKING:
     from codesign.catalog import Chip
-    from codesign.instance import Instance
+    from codesign.kinds.grid.spec import Instance
 
 GBps = 1e9
 GiB = 2.0**30

@@ -1,6 +1,6 @@
 """The mapping model: pipeline stages, tier placement and appliance attachment (formulations/mapping.md §1).
 
-A mapping instance (:mod:`codesign.mapping.spec`) serves one model in steady-state pipelined
+A mapping instance (:mod:`codesign.kinds.mapping.spec`) serves one model in steady-state pipelined
 decode: the ``D`` devices are the pipeline stages in the listed order, the ``B`` sequences form
 ``D`` micro-batches of ``m = B/D``, and in every *period* each stage runs one micro-batch through
 its layers. One period yields ``m`` tokens, so tokens/s = m / T and the time per output token of
@@ -38,7 +38,7 @@ x T) / m, with per-byte energies of each path (local DRAM; PCIe + DDR5 for host;
 + adapter + module memory for the pool).
 
 This module is the single source of truth for mapping designs; the MIP in
-:mod:`codesign.mapping.formulation` compiles it and every solve is re-checked here.
+:mod:`codesign.kinds.mapping.formulation` compiles it and every solve is re-checked here.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.instance import BYTES_PER_ELEMENT, kv_precision_of
+from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, kv_precision_of
 from codesign.model import network
 from codesign.model.hardware import (
     PICO,
@@ -167,7 +167,7 @@ class MappingProblem:
 
 
 def build_problem(inst) -> MappingProblem:
-    """Derive the numbers of a mapping instance (:class:`codesign.mapping.spec.MappingInstance`)."""
+    """Derive the numbers of a mapping instance (:class:`codesign.kinds.mapping.spec.MappingInstance`)."""
     s = inst.spec
     w = load_workload(s.workload.workload)
     if s.workload.layers is not None:

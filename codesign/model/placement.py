@@ -1,6 +1,6 @@
 """The placement model: MoE expert placement and TP-group-to-topology placement (placement.md).
 
-A placement instance (:mod:`codesign.mapping.placement`) serves one MoE model in steady-state
+A placement instance (:mod:`codesign.kinds.placement.spec`) serves one MoE model in steady-state
 decode on ``D`` identical devices grouped in scale-up *domains* (NVLink-style; the sizes may
 differ, e.g. the free slots of a fragmented cluster allocation). Every device runs attention for
 its share of the ``B`` sequences in a tensor-parallel *group* of ``t`` devices (``t = 1``: pure
@@ -38,7 +38,7 @@ Energy per token = (compute + memory + link bytes x pJ/bit of each path on the t
 static power x D x step) / B. Capacity per device: replicated/TP-sharded weights + KV cache +
 L_moe x (experts on d) x expert bytes <= usable memory.
 
-This module is the single source of truth; the MIP in :mod:`codesign.mapping.placement_formulation`
+This module is the single source of truth; the MIP in :mod:`codesign.kinds.placement.formulation`
 compiles it and every solve is re-checked here.
 """
 
@@ -54,7 +54,7 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.instance import BYTES_PER_ELEMENT, kv_precision_of
+from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, kv_precision_of
 from codesign.model import network
 from codesign.model.hardware import (
     PICO,
@@ -257,7 +257,7 @@ def placement_topology(domains: list[int], up_pJ_per_bit: float, out_pJ_per_bit:
 
 
 def build_problem(inst) -> PlacementProblem:
-    """Derive the numbers of a placement instance (:class:`codesign.mapping.placement.PlacementInstance`)."""
+    """Derive the numbers of a placement instance (:class:`codesign.kinds.placement.spec.PlacementInstance`)."""
     s = inst.spec
     wl = s.workload
     w = load_workload(wl.workload)

@@ -35,7 +35,7 @@ from codesign.model.workload import (
 )
 
 if TYPE_CHECKING:
-    from codesign.instance import Instance, WorkloadSpec
+    from codesign.kinds.grid.spec import Instance, WorkloadSpec
 
 #: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
 #: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from codesign.formulation import linearize as lin
-from codesign.formulation.mip import MIP
-from codesign.instance import Instance
+from codesign.kinds.grid.space import Tables, build_tables, design_of
+from codesign.kinds.grid.spec import Instance
+from codesign.mip import linearize as lin
+from codesign.mip.program import MIP
 from codesign.model.evaluate import (
     Constraint,
     Form,
@@ -38,7 +39,6 @@ from codesign.model.evaluate import (
     objective_terms,
     workload_forms,
 )
-from codesign.space import Tables, build_tables, design_of
 
 
 @dataclass
@@ -264,7 +264,7 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     Every constraint involves the hardware alone or one workload and the hardware, and the
     objective is Σ_w weight_w × metric_w; so for a fixed hardware design j the best design is
     each workload's best feasible schedule on j, taken independently, and its value
-    v(j) = Σ_w weight_w min_s metric_w(s, j) is exact (:func:`codesign.space.hardware_values`,
+    v(j) = Σ_w weight_w min_s metric_w(s, j) is exact (:func:`codesign.kinds.grid.space.hardware_values`,
     the model's own vectorised evaluation). v* = min_j v(j) is the optimum; a design with
     v(j) > v*(1 + ``DECOMPOSE_KEEP_RTOL``) cannot be optimal and gets no binary. The MIP then
     proves the optimum over the designs left (near-ties), and its bound holds for all designs.
@@ -273,7 +273,7 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     pairs, when a constraint couples workloads, or when no design is feasible (the MIP then
     proves infeasibility itself).
     """
-    from codesign.space import hardware_values
+    from codesign.kinds.grid.space import hardware_values
 
     inst, tables = comp.inst, comp.tables
     names = {w.name for w in inst.workloads}

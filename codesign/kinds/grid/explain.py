@@ -27,11 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.errors import ModelError
-from codesign.formulation import linearize as lin
-from codesign.instance import Instance
+from codesign.kinds.grid.space import build_tables
+from codesign.kinds.grid.spec import Instance
+from codesign.mip import linearize as lin
 from codesign.model.evaluate import Constraint, constraints, evaluate
-from codesign.solve import CONFIRM_RTOL, MAX_ROUNDS, POLISH_RTOL, backend_solve, exclude_design
-from codesign.space import build_tables
+from codesign.proof.driver import (
+    CONFIRM_RTOL,
+    MAX_ROUNDS,
+    POLISH_RTOL,
+    backend_solve,
+    exclude_design,
+)
 
 
 @dataclass
@@ -61,7 +67,7 @@ def _describe(c: Constraint) -> dict[str, Any]:
 
 def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
     """Minimal conflicting constraints and the least relaxation of each (see module docstring)."""
-    from codesign.formulation.build import build
+    from codesign.kinds.grid.formulation import build
 
     t0 = time.perf_counter()
     tables = build_tables(inst)
@@ -115,7 +121,7 @@ def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
         r = {**_describe(c), "violation_at_best": delta, "restores": True, "least": least, "witness": design,
              "new_limit": _new_limit(c, delta)}
         if c.text:
-            from codesign.budgets import as_written, written_relaxation
+            from codesign.kinds.grid.budgets import as_written, written_relaxation
 
             workloads = [w.name for w in inst.workloads]
             r["as_written"] = as_written(c.text, workloads, delta)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 from codesign.model.placement import (
     FEASIBILITY_RTOL,
     PlacementDesign,

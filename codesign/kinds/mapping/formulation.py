@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem
 
 TIME_UNIT_S = 1e-6

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.instance import Instance
+from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import (
     Form,
     constraint_lhs,

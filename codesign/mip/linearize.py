@@ -1,6 +1,6 @@
 """Exact linearizations on finite domains, as small pure functions (formulations/codesign.md §2).
 
-Each function adds auxiliaries and rows to a :class:`~codesign.formulation.mip.MIP` and returns a
+Each function adds auxiliaries and rows to a :class:`~codesign.mip.program.MIP` and returns a
 linear expression ``(idx, val)``; none reads an instance. Every product is between a quantity
 selected by one one-hot (the schedule of a workload) and a quantity selected by another (the
 hardware design), so it is represented exactly by disaggregating one factor over the distinct
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from codesign.formulation.mip import MIP
+from codesign.mip.program import MIP
 
 Expr = tuple[np.ndarray, np.ndarray]
 

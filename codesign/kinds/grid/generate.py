@@ -2,8 +2,8 @@
 space grows from ~1e5 to beyond 1e30 points.
 
 :func:`scaled_instance` returns an instance in the ordinary instance format (a dict that
-:func:`codesign.instance.instance_from_data` validates; :func:`generate` returns the validated
-:class:`~codesign.instance.Instance`). Two knobs grow the space:
+:func:`codesign.kinds.grid.spec.instance_from_data` validates; :func:`generate` returns the validated
+:class:`~codesign.kinds.grid.spec.Instance`). Two knobs grow the space:
 
 - ``workloads``: deployments sharing the one hardware design (as ``deepstack-multi-workload``),
   each with its own schedule decisions; every workload multiplies the space by its number of
@@ -15,9 +15,9 @@ space grows from ~1e5 to beyond 1e30 points.
 
 Everything else (64 devices in scale-up domains of 8, 120 W / 300 mm² per-tile budgets,
 tokens/s objective) follows ``deepstack-multi-workload``. The space size is exact
-(:func:`codesign.space.space_size`). Example::
+(:func:`codesign.kinds.grid.space.space_size`). Example::
 
-    from codesign.generate import generate, scaled_instance
+    from codesign.kinds.grid.generate import generate, scaled_instance
     inst = generate(workloads=3, hw_level=1)          # ~6e11 points
     raw = scaled_instance(8, hw_level=2, objective="energy_per_token_J")
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from codesign.instance import Instance, instance_from_data
+from codesign.kinds.grid.spec import Instance, instance_from_data
 
 #: hardware domains per level (decision -> values)
 HW_LEVELS: dict[int, dict[str, list]] = {
@@ -125,7 +125,7 @@ def scaled_instance(
     return {
         "name": name or f"gen-w{workloads}-hw{hw_level}" + ("" if objective == "tokens_per_s" else f"-{objective}"),
         "description": f"generated: {workloads} workload(s) sharing one 3D tile, hardware grid level {hw_level}",
-        "provenance": "codesign.generate.scaled_instance (benchmark scaling series)",
+        "provenance": "codesign.kinds.grid.generate.scaled_instance (benchmark scaling series)",
         "system": {"devices": 64, "scale_up_domain": 8},
         "hardware": {"family": "stacked-3d", "stack": "deepstack-3d", "decisions": copy.deepcopy(hw)},
         "workloads": ws,
@@ -136,6 +136,6 @@ def scaled_instance(
 
 
 def generate(workloads: int = 1, hw_level: int = 1, **kw: Any) -> Instance:
-    """:func:`scaled_instance`, validated into an :class:`~codesign.instance.Instance`."""
+    """:func:`scaled_instance`, validated into an :class:`~codesign.kinds.grid.spec.Instance`."""
     raw = scaled_instance(workloads, hw_level, **kw)
     return instance_from_data(raw, source=f"<{raw['name']}>")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import ModelError
-from codesign.solve import (
+from codesign.proof.driver import (
     GAP_TOL,
     SolveRecord,
     _provenance,
@@ -208,7 +208,7 @@ def solve_command(
 
     from codesign.jsonio import write_json_atomic
     from codesign.model.mapping import format_count
-    from codesign.solve import write_ledger
+    from codesign.proof.driver import write_ledger
 
     def run(s: str) -> FamilySolution:
         if as_json or not err.is_terminal:

@@ -1,4 +1,4 @@
-"""Solve a mapping instance: build the MIP, then :func:`codesign.mapping.family.solve_compiled`
+"""Solve a mapping instance: build the MIP, then :func:`codesign.kinds.family.solve_compiled`
 (run a backend, decode, re-check with the model; what "optimal" means is stated there)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InputError
-from codesign.mapping.family import FamilySolution, check_stored, solve_compiled
-from codesign.mapping.formulation import build_mapping
-from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
+from codesign.kinds.family import FamilySolution, check_stored, solve_compiled
+from codesign.kinds.mapping.formulation import build_mapping
+from codesign.kinds.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
 from codesign.model.mapping import (
     build_problem,
     evaluate_mapping,
@@ -69,7 +69,7 @@ def explain_infeasible(inst: MappingInstance, solver: str = "highs", time_limit:
     design achieves, by a solve without the budget) or memory capacity (bytes to hold vs room)."""
     import copy
 
-    from codesign.mapping.spec import mapping_from_data
+    from codesign.kinds.mapping.spec import mapping_from_data
     from codesign.model.mapping import GiB
 
     p = build_problem(inst)

@@ -10,10 +10,10 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from codesign.mapping.commands import host_term_lints
-from codesign.mapping.family import design_or_baseline, solve_command
-from codesign.mapping.placement import list_placement_instances, load_placement
-from codesign.mapping.placement_solve import require_design, solve_placement
+from codesign.kinds.family import design_or_baseline, solve_command
+from codesign.kinds.mapping.commands import host_term_lints
+from codesign.kinds.placement.solve import require_design, solve_placement
+from codesign.kinds.placement.spec import list_placement_instances, load_placement
 from codesign.model.hardware import GiB
 from codesign.model.placement import build_problem, evaluate_placement, objective_sense, space_size
 
@@ -43,7 +43,7 @@ def instance_rows() -> list[dict[str, Any]]:
 
 
 def check_solution(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    from codesign.mapping.placement_solve import check_placement_solution
+    from codesign.kinds.placement.solve import check_placement_solution
 
     return check_placement_solution(data, path)
 

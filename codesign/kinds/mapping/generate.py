@@ -1,6 +1,6 @@
 """Instance generator for mapping instances (``codesign generate mapping ...``).
 
-:func:`generate_mapping` returns a TOML-able dict that :func:`codesign.mapping.spec.mapping_from_data`
+:func:`generate_mapping` returns a TOML-able dict that :func:`codesign.kinds.mapping.spec.mapping_from_data`
 accepts; the benchmark scales devices, modules and layers with it.
 """
 
@@ -71,7 +71,7 @@ def generate_mapping(
         "name": label,
         "kind": "mapping",
         "description": f"generated: {workload} over {devices} devices ({', '.join(chips)}), {modules} pooled modules",
-        "provenance": "codesign.mapping.generate.generate_mapping; figures from the catalog (chips, Photonic Fabric appliance)",
+        "provenance": "codesign.kinds.mapping.generate.generate_mapping; figures from the catalog (chips, Photonic Fabric appliance)",
         "workload": {
             "workload": workload,
             "precision": precision,

@@ -20,10 +20,10 @@ from typing import Any
 
 from codesign import __version__
 from codesign.errors import InputError
-from codesign.instance import Instance, load_instance, parse_design, with_budgets
 from codesign.jsonio import read_json
+from codesign.kinds.grid.spec import Instance, load_instance, parse_design, with_budgets
 from codesign.model.evaluate import evaluate
-from codesign.solve import git_revision, solve_instance, user_gap
+from codesign.proof.driver import git_revision, solve_instance, user_gap
 
 #: a recomputed objective must match the certificate's to this relative difference
 RECHECK_RTOL = 1e-9

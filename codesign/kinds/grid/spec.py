@@ -225,7 +225,7 @@ class Objective(Strict):
 
 class CustomBudget(Strict):
     """A named linear budget over metrics, e.g. ``expr = "2*power_W + dram_layers*15 <= 1600"``
-    (grammar and metric names: :mod:`codesign.budgets`, ``codesign metrics``)."""
+    (grammar and metric names: :mod:`codesign.kinds.grid.budgets`, ``codesign metrics``)."""
 
     name: str = Field(min_length=1)
     expr: str = Field(min_length=3)
@@ -550,7 +550,7 @@ def with_budgets(inst: Instance, texts: list[str]) -> Instance:
 
 def parsed_budgets(inst: Instance, *, source: str | None = None):
     """The instance's custom budgets, parsed (InputError naming the budget on a bad one)."""
-    from codesign.budgets import parse_budget
+    from codesign.kinds.grid.budgets import parse_budget
 
     names = [w.name for w in inst.workloads]
     out = []

@@ -111,8 +111,8 @@ def fmt(x: Any) -> str:
 @handles_errors
 def instances_cmd(as_json: JsonOpt = False) -> None:
     """List the named instances with their design-space sizes."""
-    from codesign.instance import list_instances, load_instance
-    from codesign.space import space_size
+    from codesign.kinds.grid.space import space_size
+    from codesign.kinds.grid.spec import list_instances, load_instance
 
     rows = []
     for name in list_instances():
@@ -127,7 +127,7 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
         })
     import importlib
 
-    from codesign.mapping.spec import KIND_COMMANDS
+    from codesign.kinds.mapping.spec import KIND_COMMANDS
     from codesign.model.mapping import format_count
 
     mapping_rows = []
@@ -164,18 +164,18 @@ def instances_cmd(as_json: JsonOpt = False) -> None:
 @handles_errors
 def show_cmd(name: Annotated[str, typer.Argument(help="named instance or path to a .toml")], as_json: JsonOpt = False) -> None:
     """Show an instance: decisions and domains, budgets, objective, baseline and lints."""
-    from codesign.mapping.spec import is_mapping_source
+    from codesign.kinds.mapping.spec import is_mapping_source
 
     if is_mapping_source(name):
-        from codesign.mapping.spec import commands_for
+        from codesign.kinds.mapping.spec import commands_for
 
         mapping = commands_for(name)
         data = mapping.summary(name)
         _emit_json(data) if as_json else mapping.print_summary(out, data)
         return
-    from codesign.instance import load_instance
-    from codesign.lints import lint
-    from codesign.space import space_size
+    from codesign.kinds.grid.lints import lint
+    from codesign.kinds.grid.space import space_size
+    from codesign.kinds.grid.spec import load_instance
 
     inst = load_instance(name)
     lints = lint(inst)
@@ -261,10 +261,10 @@ def evaluate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Evaluate a design with the analytical model (default: the instance's baseline)."""
-    from codesign.mapping.spec import is_mapping_source
+    from codesign.kinds.mapping.spec import is_mapping_source
 
     if is_mapping_source(name):
-        from codesign.mapping.spec import commands_for
+        from codesign.kinds.mapping.spec import commands_for
 
         mapping = commands_for(name)
         if sets or budgets:
@@ -272,8 +272,8 @@ def evaluate_cmd(
         given = None if design is None else read_design_file(design)
         mapping.evaluate(out, name, given, str(design), as_json, _emit_json)
         return
-    from codesign.instance import load_instance, with_budgets
-    from codesign.lints import lint
+    from codesign.kinds.grid.lints import lint
+    from codesign.kinds.grid.spec import load_instance, with_budgets
     from codesign.model.evaluate import evaluate
 
     inst = with_budgets(load_instance(name), budgets or [])
@@ -337,12 +337,12 @@ def solve_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the provably optimal design (the MIP optimum, verified by the model)."""
-    from codesign.mapping.spec import is_mapping_source
-    from codesign.solve import check_limits
+    from codesign.kinds.mapping.spec import is_mapping_source
+    from codesign.proof.driver import check_limits
 
     check_limits(time_limit, threads)
     if is_mapping_source(name):
-        from codesign.mapping.spec import commands_for
+        from codesign.kinds.mapping.spec import commands_for
 
         mapping = commands_for(name)
         if objective is not None or budgets:
@@ -352,10 +352,10 @@ def solve_cmd(
         explicit = out_dir if out_dir != Path("solutions") else None
         mapping.solve(out, err, name, solver, time_limit, threads, cross_check, save, explicit, as_json, _emit_json)
         return
-    from codesign.instance import load_instance, with_budgets, with_objective
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import SOLVERS, check_solver, exit_code, write_ledger
-    from codesign.solve import cross_check as compare_solvers  # `cross_check` is the option
+    from codesign.kinds.grid.spec import load_instance, with_budgets, with_objective
+    from codesign.proof.driver import SOLVERS, check_solver, exit_code, write_ledger
+    from codesign.proof.driver import cross_check as compare_solvers  # `cross_check` is the option
 
     check_solver(solver)
     inst = with_budgets(load_instance(name), budgets or [])
@@ -363,7 +363,7 @@ def solve_cmd(
         inst = with_objective(inst, objective)
     sol = _solve_live(inst, solver, time_limit, threads, quiet=as_json)
     if sol.status == "infeasible":
-        from codesign.explain import explain
+        from codesign.kinds.grid.explain import explain
 
         record = sol.as_dict()
         record["explanation"] = explain(inst).as_dict()
@@ -397,7 +397,7 @@ def solve_cmd(
 
 
 def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):
-    from codesign.solve import solve_instance
+    from codesign.proof.driver import solve_instance
 
     if quiet or not err.is_terminal:
         return solve_instance(inst, solver=solver, time_limit=time_limit, threads=threads)
@@ -414,7 +414,7 @@ def _solve_live(inst, solver, time_limit, threads, *, quiet: bool):
 
 def print_solution(inst, sol) -> None:
     from codesign.model.evaluate import evaluate
-    from codesign.solve import headline
+    from codesign.proof.driver import headline
 
     out.print(headline(sol, fmt))
     out.print(
@@ -435,13 +435,13 @@ def check_solution_cmd(
 ) -> None:
     """Re-verify a stored solution with the model, without solving."""
     from codesign.jsonio import read_json
-    from codesign.solve import check_solution
+    from codesign.proof.driver import check_solution
 
     data = read_json(file) if file.exists() else None
     if isinstance(data, dict) and data.get("kind") in ("mapping", "placement"):
         import importlib
 
-        from codesign.mapping.spec import KIND_COMMANDS
+        from codesign.kinds.mapping.spec import KIND_COMMANDS
 
         module = importlib.import_module(KIND_COMMANDS[data["kind"]])
         _report_check(module.check_solution(data, file), as_json, f"{file}: ")
@@ -450,7 +450,7 @@ def check_solution_cmd(
 
 
 def _design_from(inst, design: Path | None, sets: list[str] | None) -> tuple[dict[str, Any], str]:
-    from codesign.instance import parse_design
+    from codesign.kinds.grid.spec import parse_design
 
     given: dict[str, Any] = {}
     source = "--set"
@@ -475,8 +475,8 @@ def certify_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Certify a design: audit every constraint and state how far it can be from the best."""
-    from codesign.mapping.spec import commands_for, is_mapping_source
-    from codesign.solve import check_limits
+    from codesign.kinds.mapping.spec import commands_for, is_mapping_source
+    from codesign.proof.driver import check_limits
 
     check_limits(time_limit, None)
     if solutions.exists() and not solutions.is_dir():
@@ -491,10 +491,10 @@ def certify_cmd(
         given = None if design is None else read_design_file(design)
         mapping.certify(out, name, given, str(design), solver, time_limit, solutions, output, as_json, _emit_json)
         return
-    from codesign.certify import certify
-    from codesign.instance import load_instance, with_budgets
     from codesign.jsonio import write_json_atomic
-    from codesign.solve import check_solver
+    from codesign.kinds.grid.spec import load_instance, with_budgets
+    from codesign.proof.certify import certify
+    from codesign.proof.driver import check_solver
 
     check_solver(solver)
     inst = with_budgets(load_instance(name), budgets or [])
@@ -526,7 +526,7 @@ def check_certificate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-check a certificate without solving (audit and objective recomputed; bound as recorded)."""
-    from codesign.certify import check_certificate
+    from codesign.proof.certify import check_certificate
 
     _report_check(check_certificate(file), as_json)
 
@@ -551,10 +551,10 @@ def explain_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Why is an instance infeasible? A minimal conflicting set and the least relaxation of each."""
-    from codesign.explain import explain
-    from codesign.instance import load_instance, with_budgets
-    from codesign.mapping.spec import instance_kind
-    from codesign.solve import check_solver
+    from codesign.kinds.grid.explain import explain
+    from codesign.kinds.grid.spec import load_instance, with_budgets
+    from codesign.kinds.mapping.spec import instance_kind
+    from codesign.proof.driver import check_solver
 
     if (kind := instance_kind(name)) is not None:
         raise InputError(f"explain takes hardware/schedule instances; this is a {kind} instance", value=name,
@@ -598,7 +598,7 @@ def print_explanation(e: dict[str, Any]) -> None:
 @handles_errors
 def metrics_cmd(as_json: JsonOpt = False) -> None:
     """The metric names budgets (--budget, [[budgets.custom]]) may use."""
-    from codesign.budgets import metric_table
+    from codesign.kinds.grid.budgets import metric_table
 
     rows = metric_table()
     if as_json:
@@ -623,9 +623,9 @@ def export_cmd(
 ) -> None:
     """Write the instance's exact MIP as MPS or LP so any solver can reproduce a result."""
     from codesign.backends.pyomo import export
-    from codesign.formulation.build import build
-    from codesign.instance import load_instance
-    from codesign.mapping.spec import instance_kind
+    from codesign.kinds.grid.formulation import build
+    from codesign.kinds.grid.spec import load_instance
+    from codesign.kinds.mapping.spec import instance_kind
 
     if (kind := instance_kind(name)) is not None:
         raise InputError(f"export takes hardware/schedule instances; this is a {kind} instance", value=name,
@@ -753,8 +753,8 @@ def calibrate_cmd(
 
 
 GENERATORS = {
-    "mapping": ("codesign.mapping.generate", "generate_mapping", "codesign.mapping.spec", "mapping_from_data"),
-    "placement": ("codesign.mapping.placement", "generate_placement", "codesign.mapping.placement", "placement_from_data"),
+    "mapping": ("codesign.kinds.mapping.generate", "generate_mapping", "codesign.kinds.mapping.spec", "mapping_from_data"),
+    "placement": ("codesign.kinds.placement.spec", "generate_placement", "codesign.kinds.placement.spec", "placement_from_data"),
 }
 
 

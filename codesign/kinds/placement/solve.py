@@ -1,7 +1,7 @@
 """Solve a placement instance (build the MIP, run a backend, decode, re-check with the model) and
 brute force over every per-expert placement and every TP-group partition (tiny instances).
 
-What "optimal" means, and the re-check with the model, are in :mod:`codesign.mapping.family`.
+What "optimal" means, and the re-check with the model, are in :mod:`codesign.kinds.family`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,13 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InputError
-from codesign.mapping.family import FamilySolution, check_stored, solve_compiled
-from codesign.mapping.placement import PlacementInstance, list_placement_instances, load_placement
-from codesign.mapping.placement_formulation import build_placement, to_user
+from codesign.kinds.family import FamilySolution, check_stored, solve_compiled
+from codesign.kinds.placement.formulation import build_placement, to_user
+from codesign.kinds.placement.spec import (
+    PlacementInstance,
+    list_placement_instances,
+    load_placement,
+)
 from codesign.model.placement import (
     PlacementDesign,
     PlacementProblem,

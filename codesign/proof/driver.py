@@ -21,7 +21,7 @@ import numpy as np
 
 from codesign import __version__
 from codesign.errors import InputError, ModelError
-from codesign.instance import Instance
+from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import objective_from_internal
 
 #: a result is called optimal when the verified relative gap is at most this
@@ -79,7 +79,7 @@ def backend_solve(mip, solver: str, **opts):
 @dataclass(kw_only=True)
 class SolveRecord:
     """What every solve reports, whichever family (named instances: :class:`Solution`; mapping and
-    placement: :class:`codesign.mapping.family.FamilySolution`): the verified design, the
+    placement: :class:`codesign.kinds.family.FamilySolution`): the verified design, the
     objective in the user's metric, the solver's bound and the gap, the solver's own record."""
 
     instance: str
@@ -150,7 +150,7 @@ def headline(sol: Any, number: Callable[[float], str] = lambda x: f"{x:.10g}") -
 def git_revision() -> str | None:
     """The repository's HEAD commit (asked once per process: one ``git`` subprocess, not one
     per solve)."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
@@ -172,7 +172,7 @@ def solve_instance(
 
     ``decompose`` False skips the decomposed bound presolve (the MIP then sees every
     non-dominated hardware design; for benchmarks and tests of the formulation)."""
-    from codesign.formulation.build import build
+    from codesign.kinds.grid.formulation import build
 
     check_solver(solver)
     t0 = time.perf_counter()
@@ -289,8 +289,8 @@ def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_li
     the best verified objective (within POLISH_RTOL) or the model becomes infeasible: then the
     best design is optimal for the exact model. Rows added here are removed before returning.
     """
-    from codesign.formulation import linearize as lin
-    from codesign.verify import verify, with_claim
+    from codesign.kinds.grid.verify import verify, with_claim
+    from codesign.mip import linearize as lin
 
     mip = comp.mip
     unit = comp.objective_unit
@@ -390,8 +390,8 @@ def _confirm_infeasible(inst: Instance, comp, opts: dict[str, Any]) -> None:
     called a feasible instance infeasible (an appliance, a chip domain and two loose budgets; a
     fuzzing of brute force against both solvers found it). A design HiGHS finds and the model
     accepts is a solver disagreement (ModelError), never an "infeasible" answer."""
-    from codesign.formulation.build import build
-    from codesign.verify import verify
+    from codesign.kinds.grid.formulation import build
+    from codesign.kinds.grid.verify import verify
 
     plain = comp if not comp.integer_grid else build(inst, comp.tables)  # HiGHS takes the real-valued MIP
     if plain.empty_reason:
@@ -420,7 +420,7 @@ def _proved(res) -> bool:
 
 
 def _on(vals: np.ndarray) -> int:
-    from codesign.formulation.build import BINARY_ON
+    from codesign.kinds.grid.formulation import BINARY_ON
 
     return int(np.flatnonzero(vals > BINARY_ON)[0])
 
@@ -487,15 +487,15 @@ def cross_check(a: SolveRecord, b: SolveRecord, rtol: float = AGREEMENT_RTOL) ->
 
 def check_solution(path: str | Path) -> dict[str, Any]:
     """Re-verify a stored solution: same instance content, feasible design, same objective."""
-    from codesign.instance import load_instance
     from codesign.jsonio import read_json
-    from codesign.verify import verify
+    from codesign.kinds.grid.spec import load_instance
+    from codesign.kinds.grid.verify import verify
 
     data = read_json(path)
     for key in ("instance", "instance_hash", "status", "design", "internal_objective"):
         if key not in data:
             raise InputError("not a solution file: key missing", file=path, key=key)
-    from codesign.instance import list_instances, with_budgets
+    from codesign.kinds.grid.spec import list_instances, with_budgets
 
     source = (data.get("provenance") or {}).get("instance_source")
     named = data["instance"] in list_instances()

@@ -3,7 +3,7 @@
 A placement instance fixes an MoE workload, identical devices in scale-up domains and the
 attention TP degree, and asks where each routed expert lives (expert placement, issue 4 item 3)
 and which devices form each TP group on the topology (group-to-topology placement, item 4). The
-model is :mod:`codesign.model.placement`; the MIP is :mod:`codesign.mapping.placement_formulation`.
+model is :mod:`codesign.model.placement`; the MIP is :mod:`codesign.kinds.placement.formulation`.
 
 Files live in ``instances/mapping/`` next to the mapping instances and are addressed by name.
 """
@@ -17,8 +17,8 @@ import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from codesign.errors import InputError, did_you_mean
-from codesign.instance import Precision
-from codesign.mapping.spec import FamilyInstance, family_path, list_mapping_instances
+from codesign.kinds.grid.spec import Precision
+from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
 from codesign.schema import Strict, load_toml, validate
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
@@ -252,7 +252,7 @@ def generate_placement(
         "name": name or f"gen-{workload}-{devices}d-{E}e-s{seed}",
         "kind": "placement",
         "description": f"generated: {workload} with {E} experts on {devices} x {chip}" + (f" in domains {doms}" if doms else "") + f", tp {tp}",
-        "provenance": "codesign.mapping.placement.generate_placement",
+        "provenance": "codesign.kinds.placement.spec.generate_placement",
         "workload": wl,
         "devices": dev,
         "routing": routing,

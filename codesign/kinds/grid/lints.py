@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from codesign.instance import Instance
+from codesign.kinds.grid.spec import Instance
 
 GBps = 1e9
 

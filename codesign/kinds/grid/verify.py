@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.errors import InputError
-from codesign.instance import Instance, parse_design
+from codesign.kinds.grid.spec import Instance, parse_design
 from codesign.model.evaluate import Evaluation, evaluate
 
 #: the model's objective and the solver's must agree to this relative difference; solvers

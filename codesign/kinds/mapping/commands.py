@@ -10,9 +10,9 @@ from typing import Any
 from rich.table import Table
 
 from codesign.jsonio import write_json_atomic
-from codesign.mapping.family import design_or_baseline, solve_command
-from codesign.mapping.solve import require_design, solve_mapping
-from codesign.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
+from codesign.kinds.family import design_or_baseline, solve_command
+from codesign.kinds.mapping.solve import require_design, solve_mapping
+from codesign.kinds.mapping.spec import MappingInstance, list_mapping_instances, load_mapping
 from codesign.model.mapping import (
     GiB,
     build_problem,
@@ -41,7 +41,7 @@ def instance_rows() -> list[dict[str, Any]]:
 
 
 def check_solution(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    from codesign.mapping.solve import check_mapping_solution
+    from codesign.kinds.mapping.solve import check_mapping_solution
 
     return check_mapping_solution(data, path)
 
@@ -205,7 +205,7 @@ def solve(console, err, name: str, solver: str, time_limit, threads, cross_check
         print_design(console, p, sol.design, evaluate_mapping(p, require_design(p, sol.design, "solution")))
 
     def explain() -> dict[str, Any]:
-        from codesign.mapping.solve import explain_infeasible
+        from codesign.kinds.mapping.solve import explain_infeasible
 
         return explain_infeasible(inst, solver=solver, time_limit=time_limit)
 
@@ -219,7 +219,7 @@ def certify(console, name: str, design_data: dict[str, Any] | None, source: str,
     """How far a mapping design is from the best: the model's audit and objective, and the
     proven bound (a stored solution of the same instance content, else a solve)."""
     from codesign.jsonio import read_json
-    from codesign.solve import GAP_TOL, user_gap
+    from codesign.proof.driver import GAP_TOL, user_gap
 
     inst = load_mapping(name)
     p = build_problem(inst)

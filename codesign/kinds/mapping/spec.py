@@ -4,7 +4,7 @@ A mapping instance fixes the hardware (a list of device groups, an optional pool
 appliance, an optional host tier) and the workload scenario, and asks for the *mapping*: which
 layers form each pipeline stage, where each layer's weights and KV cache live (local memory, a
 pooled module's tier, host memory) and which appliance modules each device attaches to. The
-model is :mod:`codesign.model.mapping`; the MIP is :mod:`codesign.mapping.formulation`.
+model is :mod:`codesign.model.mapping`; the MIP is :mod:`codesign.kinds.mapping.formulation`.
 
 Files live in ``instances/mapping/`` and are addressed by name like the other instances.
 """
@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from codesign.errors import InputError, did_you_mean
-from codesign.instance import Precision
+from codesign.kinds.grid.spec import Precision
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -158,7 +158,7 @@ def list_mapping_instances(kind: str = "mapping") -> list[str]:
 
 #: instance kinds handled outside the hardware/schedule instance format, and the module with
 #: their command-line views (``instance_rows, summary, print_summary, evaluate, solve``)
-KIND_COMMANDS = {"mapping": "codesign.mapping.commands", "placement": "codesign.mapping.placement_commands"}
+KIND_COMMANDS = {"mapping": "codesign.kinds.mapping.commands", "placement": "codesign.kinds.placement.commands"}
 
 
 def instance_kind(name_or_path: str) -> str | None:

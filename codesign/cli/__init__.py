@@ -1,5 +1,15 @@
-"""The command line: a typer app whose commands each call one library function."""
+"""The command line: a typer app whose commands each call one library function.
 
-from codesign.cli.app import app, main
+Each module registers its commands on :data:`codesign.cli.common.app`, in the order ``--help``
+lists them."""
+
+from codesign.cli import app as _commands  # noqa: F401  (instances ... generate)
+from codesign.cli import calibration as _calibration  # noqa: F401  (validate, calibrate)
+from codesign.cli.common import app
+
+
+def main() -> None:
+    app()
+
 
 __all__ = ["app", "main"]

@@ -1,4 +1,4 @@
-"""Command line: thin commands, each calling one library function (DESIGN.md §6).
+"""Command line: thin commands, each calling one library function.
 
 Every command takes ``--json``. Bad input prints a message naming file, key and value and exits
 with code 2 (no traceback).
@@ -6,104 +6,28 @@ with code 2 (no traceback).
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from codesign.errors import InputError, ModelError
-from codesign.jsonio import dumps
-from codesign.schema import load_toml
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Provably optimal hardware/schedule co-design for distributed LLM inference.",
-    pretty_exceptions_enable=False,
+from codesign.cli.common import (
+    BudgetOpt,
+    DesignOpt,
+    JsonOpt,
+    SetOpt,
+    _emit_json,
+    app,
+    err,
+    fmt,
+    handles_errors,
+    out,
 )
-out = Console()
-err = Console(stderr=True)
-
-
-def _options(
-    ctx: typer.Context,
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="calibration TOML to use instead of the shipped one (`codesign calibrate --out` writes one)")] = None,
-) -> None:
-    """Provably optimal hardware/schedule co-design for distributed LLM inference."""
-    import os
-
-    from codesign.model.hardware import CALIBRATION_ENV, calibration_path
-
-    if calibration is not None:
-        before = os.environ.get(CALIBRATION_ENV)
-        os.environ[CALIBRATION_ENV] = str(calibration.resolve())
-
-        def restore() -> None:  # in-process callers (tests, notebooks) get their environment back
-            if before is None:
-                os.environ.pop(CALIBRATION_ENV, None)
-            else:
-                os.environ[CALIBRATION_ENV] = before
-
-        ctx.call_on_close(restore)
-        calibration_path()  # a missing file is bad input now, with the message every command gives
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-BudgetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--budget", help="'EXPR <= VALUE' or '>=' over metrics (repeatable; see `codesign metrics`)"),
-]
-DesignOpt = Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")]
-
-
-#: exit codes: 2 bad input; 3 a verification failure (a bug: the model and a solver disagree)
-EXIT_INPUT = 2
-EXIT_VERIFY = 3
-
-
-def handles_errors(fn):
-    """Turn InputError into a clear message and exit code 2, ModelError into exit code 3."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_INPUT) from None
-        except ModelError as exc:
-            err.print(f"[bold red]verification failed (a bug, please report):[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_VERIFY) from None
-
-    return wrapper
-
-
-app.callback()(handles_errors(_options))
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(dumps(data) + "\n")
-
-
-def fmt(x: Any) -> str:
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            return str(x)
-        if x == 0:
-            return "0"
-        a = abs(x)
-        if a >= 1e6 or a < 1e-3:
-            return f"{x:.4g}"
-        return f"{x:,.4f}".rstrip("0").rstrip(".")
-    return str(x)
+from codesign.errors import InputError
+from codesign.schema import load_toml
 
 
 # --- instances / show ---------------------------------------------------------------------------
@@ -651,107 +575,6 @@ def export_cmd(
                   f"objective, which x {comp.objective_unit:.6g} is {internal}")
 
 
-@app.command("validate")
-@handles_errors
-def validate_cmd(
-    csv: Annotated[Path, typer.Argument(help="measurements CSV (schema of shared/validation/measurements.csv)")],
-    by: Annotated[str, typer.Option("--by", help="comma-separated row fields to group by")] = "model,gpu",
-    split: Annotated[Path | None, typer.Option("--split", help="fit/held-out split JSON (labels rows)")] = None,
-    plot_path: Annotated[Path | None, typer.Option("--plot", help="write a predicted-vs-measured PNG")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Predict measured inference performance with the model; report per-row error and MAPE.
-
-    Rows follow shared/validation/measurements.csv's schema; optional columns num_requests and kv_precision. Models and GPUs may be catalog ids, Hugging Face repositories or nvidia-smi names (the report lists the names it read as ids)."""
-    from codesign import validate as v
-
-    if not csv.exists():
-        raise InputError("measurements file not found", file=csv)
-    if split is not None and not split.exists():
-        raise InputError("split file not found", file=split,
-                         suggestion="`codesign calibrate CSV --out FILE` writes FILE's split beside it")
-    kwargs = {} if split is None else {"split_file": split}
-    report = v.run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()), **kwargs)
-    if not report.rows:
-        reasons = "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:3])
-        raise InputError("the file has no rows" if not report.skipped else
-                         f"no row of the file could be predicted ({len(report.skipped)} skipped; {reasons}"
-                         f"{' ...' if len(report.skipped) > 3 else ''})",
-                         file=csv, expected="rows of known models, chips and metrics (README of shared/validation)")
-    if plot_path is not None:
-        v.plot(report, plot_path)
-    if as_json:
-        _emit_json(report.as_dict())
-    else:
-        out.print(v.format_report(report), highlight=False, soft_wrap=True)
-
-
-@app.command("calibrate")
-@handles_errors
-def calibrate_cmd(
-    csv: Annotated[Path, typer.Argument(help="measurements CSV")],
-    split: Annotated[Path | None, typer.Option(
-        "--split", help="fit/held-out split JSON; only 'fit' rows are used (default: every row by its id's hash)")] = None,
-    out_file: Annotated[Path | None, typer.Option(
-        "--out", help="write a calibration TOML here (chips not fitted keep the calibration in use); "
-                      "use it with `codesign --calibration FILE ...`")] = None,
-    write: Annotated[bool, typer.Option("--write", help="update the shipped calibration.toml")] = False,
-    fit_host: Annotated[bool, typer.Option(
-        "--fit-host", help="also fit the host time per sequence of a step (engines with a Python scheduler; VALIDATION.md §6.3)")] = False,
-    fit_8bit: Annotated[bool, typer.Option(
-        "--fit-8bit/--no-fit-8bit", help="fit the FP8/INT8 tensor rate's own compute efficiency for chip families whose "
-                                         "fit rows run at both an 8-bit and a wider precision (VALIDATION.md §5.15); "
-                                         "the default, --no-fit-8bit: one compute efficiency for every "
-                                         "precision")] = False,
-    fit_overlap: Annotated[bool, typer.Option(
-        "--fit-overlap", help="also fit the overlap of a step's compute and memory streams per family (0..1) instead "
-                              "of holding it at 0, the streams adding (VALIDATION.md §5.17)")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Fit the per-chip-family calibration on the fit rows of a split (documented in VALIDATION.md)."""
-    from codesign import validate as v
-    from codesign.model.hardware import calibration_path, shipped_calibration_path
-
-    for f in (csv, split):
-        if f is not None and not f.exists():
-            raise InputError("file not found", file=f)
-    if write and out_file is not None:
-        raise InputError("--write and --out are exclusive", expected="one of them: the shipped file or your own")
-    if out_file is not None and out_file.suffix != ".toml":
-        raise InputError("the calibration must be a .toml file", file=out_file)
-    if out_file is not None and out_file.resolve() == shipped_calibration_path().resolve():
-        raise InputError("--out names the shipped calibration", file=out_file,
-                         suggestion="use --write to update the shipped file, or give --out a file of your own")
-    made_split = None
-    if split is None and out_file is not None:
-        # the split the fit uses (every row by its id's hash), kept beside the calibration so that
-        # `codesign validate --split` reports the rows it did not see
-        split = made_split = out_file.with_suffix(".split.json")
-        v.make_split(csv, split)
-    # your own file: only the families your rows measure are fitted; every other chip keeps the
-    # calibration in use (no pooled fit, which the shipped file gives GPUs without measurements)
-    fitted = v.fit_calibration(csv, split, write=True if write else None, pooled=bool(write) or out_file is None,
-                               variant=v.Variant(fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap))
-    if not fitted:
-        if made_split is not None:
-            made_split.unlink(missing_ok=True)
-        rows, bad = v.read_rows(csv)
-        reasons = sorted({v.skip_reason(r) or "no row of this family is in the split's fit half" for r in rows}
-                         | {b["reason"] for b in bad})
-        raise InputError("no row can be fitted", file=csv, value=reasons[:5],
-                         expected="rows of a known model and chip with a supported metric, half of them in the split's fit set")
-    if out_file is not None:
-        v.write_calibration(fitted, out_file, csv_path=csv, split_file=split, base=calibration_path())
-    if as_json:
-        _emit_json(fitted)
-    else:
-        out.print_json(dumps(fitted))
-        if out_file is not None:
-            err.print(f"wrote {out_file} and the split it was fitted on, {split}; check it on the other rows with "
-                      f"`codesign --calibration {out_file} validate {csv} --split {split}`, then use it with "
-                      f"`codesign --calibration {out_file} solve|evaluate|certify ...`", soft_wrap=True)
-
-
 GENERATORS = {
     "mapping": ("codesign.kinds.mapping.generate", "generate_mapping", "codesign.kinds.mapping.spec", "mapping_from_data"),
     "placement": ("codesign.kinds.placement.spec", "generate_placement", "codesign.kinds.placement.spec", "placement_from_data"),
@@ -843,11 +666,3 @@ def generate_cmd(
         _emit_json({"path": str(out_file), "kind": kind, "name": data["name"], "parameters": kwargs})
     else:
         out.print(f"wrote {out_file} ({data['name']})")
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()

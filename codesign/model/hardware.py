@@ -14,14 +14,15 @@ import itertools
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
 from codesign.errors import InputError, did_you_mean
 from codesign.model import compute, memory, network, thermal
-from codesign.paths import catalog_dir, instances_dir
+from codesign.model.calibration import Calibration
+from codesign.paths import catalog_dir
 from codesign.schema import Strict, load_toml, validate
 
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
     "tf32": ("tf32", "bf16"),
     "fp32": ("fp32", "tf32"),
 }
-
-
-#: math formats whose peak is the 8-bit tensor rate (Calibration.compute_efficiency_8bit)
-EIGHT_BIT_FORMATS = ("fp8", "int8")
 
 
 # --- 3D family parameters ---------------------------------------------------------------------
@@ -132,194 +129,7 @@ def load_family(family_id: str) -> StackFamily:
     return validate(StackFamily, load_toml(path), file=path)
 
 
-# --- calibration ------------------------------------------------------------------------------
-class Calibration(Strict):
-    """Achievable fractions of peak and fixed overheads (fitted by ``codesign calibrate``)."""
-
-    compute_efficiency: float = Field(gt=0, le=1)
-    #: achievable fraction of the 8-bit peak (formats EIGHT_BIT_FORMATS: the tensor cores' FP8 and
-    #: INT8 rate, twice the 16-bit one) where it differs from ``compute_efficiency``: an 8-bit GEMM
-    #: does half the 16-bit GEMM's time per FLOP, while its operand loads, scaling and epilogue do
-    #: not halve, so it reaches a smaller fraction of its own peak (eq. 3.20c). None: the same as
-    #: ``compute_efficiency``. Unset in the shipped calibration (VALIDATION.md §5.15); fitted on
-    #: request (``codesign calibrate --fit-8bit``) for a family with fit rows at both precisions
-    compute_efficiency_8bit: float | None = Field(default=None, gt=0, le=1)
-    memory_efficiency: float = Field(gt=0, le=1)
-    #: the most local-memory bandwidth the die sustains whatever memory it is given (GB/s; None:
-    #: no cap). By Little's law a die moves at most (bytes in flight) / (memory latency): its SMs
-    #: and their kernels keep a bounded number of loads outstanding, so the same die on a faster
-    #: memory reaches a smaller fraction of the peak. Achieved bandwidth = min(e x peak, cap)
-    #: (eq. 3.21a); fitted per family only where the family's chips differ in memory bandwidth
-    memory_bandwidth_cap_GBps: float | None = Field(default=None, gt=0)
-    network_efficiency: float = Field(gt=0, le=1)
-    layer_overhead_us: float = Field(ge=0)
-    #: software time of one ring step of a tensor-parallel collective, on top of the link's own
-    #: latency and whatever the message size: the ranks hand a block on and pass a flag barrier at
-    #: every step, so an all-reduce over n ranks pays it 2(n-1) times (eq. 3.13d)
-    collective_step_latency_us: float = Field(ge=0)
-    #: fraction of the device memory the serving runtime may use at all (u, eq. 3.21)
-    usable_memory_fraction: float = Field(gt=0, le=1)
-    #: memory the runtime keeps besides weights and KV cache: CUDA context, activation
-    #: workspace, logits buffers (R, eq. 3.21)
-    runtime_reserve_GiB: float = Field(ge=0)
-    #: the engine gives the KV cache this fraction of the memory left after weights and the
-    #: reserve (f, eq. 4.14a; TensorRT-LLM's free_gpu_memory_fraction). An engine setting: the
-    #: same for every chip, so it is read from ``[default]`` only (chips may not override it)
-    kv_cache_free_fraction: float = Field(gt=0, le=1)
-    static_power_fraction: float = Field(ge=0, le=1)
-    compute_power_fraction: float = Field(ge=0, le=1)
-    #: fraction of the compute, local-memory and pooled-memory streams of a step that overlap
-    #: (1: a roofline max; 0: the streams run one after the other, eq. 5.3)
-    stream_overlap: float = Field(ge=0, le=1)
-    #: host time of the serving engine per sequence of a step (scheduling, sampling, bookkeeping
-    #: of each request on the CPU, not hidden behind the GPU's work; eq. 5.3). 0 unless fitted:
-    #: the shipped calibration's engine (TensorRT-LLM 0.14, C++ runtime) is not fitted with it
-    host_us_per_sequence: float = Field(default=0.0, ge=0)
-
-    def compute_efficiency_at(self, fmt: str) -> float:
-        """Achievable fraction of the peak of the math format ``fmt`` (the chip's format a
-        precision runs at, after PRECISION_FALLBACK): ``compute_efficiency_8bit`` for an 8-bit
-        format when set, else ``compute_efficiency`` (eq. 3.20c)."""
-        if fmt in EIGHT_BIT_FORMATS and self.compute_efficiency_8bit is not None:
-            return self.compute_efficiency_8bit
-        return self.compute_efficiency
-
-
-#: calibration keys that describe the serving engine, not a chip: ``[default]`` only
-ENGINE_CALIBRATION_KEYS = ("kv_cache_free_fraction",)
-
-
-class FittedOn(Strict):
-    """What a fitted calibration was fitted on (written by ``codesign calibrate``): the
-    measurements file and how its rows were split. ``validate`` reads it to label the rows of that
-    very file when no split file is given."""
-
-    #: the measurements file's name and sha256 (hex, of its bytes)
-    csv: str
-    csv_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    #: the split file's name, or "by row id" when the rows were labelled by the rule itself
-    split: str
-    #: "id-hash": every row labelled as ``validate.split_of`` labels it (the rows can be relabelled
-    #: without the split file); "own": a split of the user's own
-    split_rule: Literal["id-hash", "own"]
-
-
-class CalibrationFile(Strict):
-    source: str = ""
-    fitted_on: FittedOn | None = None
-    default: Calibration
-    #: one calibration fitted on every measured family's rows together (``codesign calibrate``):
-    #: what a chip of a family without measurements takes when no table of its own or of its
-    #: family exists (a chip added to the catalog after the fit, or given by path)
-    pooled: dict[str, float] | None = None
-    chips: dict[str, dict[str, float]] = Field(default_factory=dict)
-
-    @field_validator("chips", "pooled")
-    @classmethod
-    def _chip_level_keys(cls, v: Any, info: ValidationInfo) -> Any:
-        """A chip-level table sets calibration fields only, and no engine setting (those are
-        ``[default]``'s); a typo would otherwise surface only when a chip first takes the table."""
-        tables = {} if v is None else v if info.field_name == "chips" else {None: v}
-        for name, over in tables.items():
-            where = f"[chips.{name}]" if name is not None else "[pooled]"
-            bad = sorted(set(over) & set(ENGINE_CALIBRATION_KEYS))
-            if bad:
-                raise ValueError(f"{where} sets {bad}: an engine setting, the same for every chip; set it in [default]")
-            unknown = sorted(set(over) - set(Calibration.model_fields))
-            if unknown:
-                raise ValueError(f"{where} sets {unknown}: not calibration fields "
-                                 f"(expected some of {sorted(Calibration.model_fields)})")
-        return v
-
-
-#: environment variable naming a calibration file to use instead of the shipped one (set by the
-#: CLI's ``--calibration``; ``codesign calibrate --out`` writes such files)
-CALIBRATION_ENV = "CODESIGN_CALIBRATION"
-
-
-def shipped_calibration_path() -> Path:
-    """The calibration the package ships (``instances/catalog/calibration.toml``)."""
-    return instances_dir() / "catalog" / "calibration.toml"
-
-
-def calibration_path() -> Path:
-    """The calibration in use: the file ``$CODESIGN_CALIBRATION`` names, else the shipped one."""
-    import os
-
-    chosen = os.environ.get(CALIBRATION_ENV, "").strip()
-    if not chosen:
-        return shipped_calibration_path()
-    path = Path(chosen)
-    if not path.is_file():
-        raise InputError("calibration file not found", file=path, key=f"--calibration (or ${CALIBRATION_ENV})",
-                         expected="a calibration TOML (`codesign calibrate CSV --out FILE` writes one)")
-    return path
-
-
-def calibration_sha256() -> str:
-    """sha256 of the calibration file in use (solutions record it; ``check-solution`` compares)."""
-    import hashlib
-
-    return hashlib.sha256(calibration_path().read_bytes()).hexdigest()
-
-
-@cache
-def _load_calibration(path: Path) -> CalibrationFile:
-    cal = validate(CalibrationFile, load_toml(path), file=path)
-    from codesign import catalog
-
-    known = set(catalog.list_ids("chips")) | {p.stem for p in catalog_dir("families").glob("*.toml")}
-    if path != shipped_calibration_path():  # a copied catalog may lack a chip the shipped file calibrates
-        known |= set(_load_calibration(shipped_calibration_path()).chips)
-    for name in cal.chips:
-        if name not in known:  # a typo would leave the chip at [pooled] without a word
-            raise InputError("a calibration table names no catalog chip or 3D family", file=path,
-                             key=f"chips.{name}", value=name, expected="a chip id of the catalog or a 3D family id",
-                             suggestion=did_you_mean(name, sorted(known)))
-    return cal
-
-
-def calibration_file() -> CalibrationFile:
-    """The calibration in use (:func:`calibration_path`), read once per file."""
-    return _load_calibration(calibration_path())
-
-
-def forget_calibration() -> None:
-    """Drop the calibrations read so far (after a file was rewritten)."""
-    _load_calibration.cache_clear()
-
-
-def kv_cache_free_fraction() -> float:
-    """The engine's KV-cache share of the memory left after weights and reserve (``[default]``)."""
-    return calibration_file().default.kv_cache_free_fraction
-
-
-def calibration_for(chip_or_family: str, *, stacked: bool = False) -> Calibration:
-    """The default calibration overridden by the chip's (or, ``stacked``, the 3D family's) own
-    entries. A catalog chip without a table of its own takes its calibration family's (the chip's
-    ``family``): the table of the first chip of that family, by id, that has one; a chip with
-    neither (a family without measurements, or a chip file given by path) takes ``[pooled]``, the
-    fit on every measured family, when the file has one. A 3D family without a table of its own
-    keeps ``[default]``: its efficiencies are design assumptions, not a GPU engine's."""
-    cal = calibration_file()
-    over = cal.chips.get(chip_or_family)
-    if over is None:
-        over = _family_table(cal, chip_or_family)
-    if over is None and not stacked:
-        over = cal.pooled
-    return Calibration.model_validate({**cal.default.model_dump(), **(over or {})})
-
-
-def _family_table(cal: CalibrationFile, chip: str) -> dict[str, float] | None:
-    """The calibration table a catalog chip without its own inherits from its family (None if no
-    chip of the family has one, or if ``chip`` is not a catalog id)."""
-    from codesign import catalog
-
-    family = catalog.chip_family(chip)  # a 3D family's id or a non-catalog chip: its own, no kin
-    kin = [c for c in sorted(cal.chips) if catalog.chip_family(c) == family]
-    return cal.chips[kin[0]] if kin else None
-
-
+# --- calibration applied -------------------------------------------------------------------
 def achieved_memory_fraction(memory_efficiency: Any, cap_GBps: float | None, peak_GBps: Any) -> Any:
     """Fraction of the peak local-memory bandwidth a step sustains: min(e, cap / peak), e without
     a cap   (eq. 3.21a)."""
@@ -443,7 +253,7 @@ def _fixed(inst: Instance, table: HardwareTable, name: str) -> np.ndarray:
 
 def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     fam = load_family(inst.hardware.stack)
-    cal = calibration_for(fam.id, stacked=True)
+    cal = inst.calibration.for_chip(fam.id, stacked=True)
     c, d, v, th, ln = fam.compute, fam.dram, fam.vertical, fam.thermal, fam.link
     layers = _fixed(inst, t, "dram_layers").astype(float)
     tsv = _fixed(inst, t, "tsv_count").astype(float)
@@ -599,7 +409,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
 
     for cid in uniq:
         chip = catalog.load_chip(cid)
-        cal = calibration_for(cid)
+        cal = inst.calibration.for_chip(cid)
         mem = catalog.load_memory(chip.memory_technology)
         up = catalog.load_interconnect(inst.system.scale_up or chip.scale_up_interconnect)
         out = catalog.load_interconnect(inst.system.scale_out or chip.scale_out_interconnect)

@@ -61,7 +61,6 @@ from codesign.model.hardware import (
     GBps,
     GiB,
     achieved_memory_Bps,
-    calibration_for,
     math_format,
     usable_capacity_B,
 )
@@ -210,7 +209,7 @@ def build_problem(inst) -> MappingProblem:
     host_mem = catalog.load_memory(HOST_MEMORY)
     for g in s.devices:
         chip = catalog.load_chip(g.chip)
-        cal = calibration_for(g.chip)
+        cal = inst.calibration.for_chip(g.chip)
         mem = catalog.load_memory(chip.memory_technology)
         p = math_format(chip.peak_dense_TFLOPS, s.workload.precision, f"chip {g.chip} peak_dense_TFLOPS")
         peak = chip.peak_dense_TFLOPS[p] * 1e12

@@ -86,11 +86,6 @@ def hierarchical_allgather(n: ArrayLike, domain: int, result_B: ArrayLike) -> Tr
     return _hierarchical(ring_allgather, n, domain, result_B)
 
 
-#: a chip's socket fields apply (eq. 3.17b); False: every PCIe server one fabric (the validation's
-#: ablation of VALIDATION.md §5.14, ``Variant.one_socket``)
-SOCKETS = True
-
-
 def crosses_sockets(n: ArrayLike, domain: int, socket: int | None) -> np.ndarray:
     """1.0 where a TP group's scale-up ring crosses a server's CPU sockets, else 0.0 (eq. 3.17b).
 
@@ -99,7 +94,7 @@ def crosses_sockets(n: ArrayLike, domain: int, socket: int | None) -> np.ndarray
     hop of a ring carries the same bytes, so that link, the slowest hop, sets the ring's pace.
     ``socket`` None (no socket boundary): never."""
     n = _f(n)
-    if socket is None or not SOCKETS:
+    if socket is None:
         return np.zeros_like(n)
     return (np.minimum(n, domain) > socket).astype(float)
 

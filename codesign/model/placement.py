@@ -61,7 +61,6 @@ from codesign.model.hardware import (
     GBps,
     GiB,
     achieved_memory_Bps,
-    calibration_for,
     math_format,
     usable_capacity_B,
 )
@@ -304,7 +303,7 @@ def build_problem(inst) -> PlacementProblem:
 
     # chip
     chip = catalog.load_chip(s.devices.chip)
-    cal = calibration_for(s.devices.chip)
+    cal = inst.calibration.for_chip(s.devices.chip)
     mem = catalog.load_memory(chip.memory_technology)
     prec = math_format(chip.peak_dense_TFLOPS, wl.precision, f"chip {s.devices.chip} peak_dense_TFLOPS")
     peak = chip.peak_dense_TFLOPS[prec] * 1e12

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesign.model import network
-from codesign.model.hardware import kv_cache_free_fraction, socket_size_of
+from codesign.model.hardware import socket_size_of
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     Workload,
@@ -37,13 +37,6 @@ from codesign.model.workload import (
 if TYPE_CHECKING:
     from codesign.kinds.grid.spec import Instance, WorkloadSpec
 
-#: all-gather the vocabulary-parallel logits over TP every step (eq. 4.9a); False only for the
-#: validation ablation ``model-without-logits-gather`` (VALIDATION.md §6)
-LOGITS_GATHER = True
-#: the embedding table whole on every TP rank (the default of TensorRT-LLM's TensorRT flow,
-#: ``use_parallel_embedding`` False) instead of split over TP like the LM head; False is the
-#: model's, True only for the validation proposal ``replicated-embedding`` (VALIDATION.md §6.4)
-REPLICATED_EMBEDDING = False
 PHASES = ("prefill", "decode")
 
 #: TensorRT-LLM's C++ runtime allocates, for each of the engine's ``max_batch_size`` sequence
@@ -80,9 +73,6 @@ def decoder_state_per_slot_B(vocab_size: Any, tp: Any, max_seq_len: Any) -> Any:
     an integer out; arrays of TP degrees give an array."""
     padded = -(-vocab_size // tp) * tp  # ceil(V / tp) tp, for integers and arrays alike
     return DECODER_VOCAB_ROWS * padded * 4 + vocab_size * 4 + DECODER_TOPK_SCRATCH_B + DECODER_SEQ_ARRAYS * 4 * max_seq_len
-#: charge the decoding state of the design's own sequences to its local memory (eq. 4.14b); False
-#: only to measure what it costs (the optimiser before it)
-DECODER_STATE = True
 
 
 @dataclass
@@ -302,7 +292,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
         logits = network.hierarchical_allgather(tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
         # attention DP: every rank holds the whole LM head and gathers no logits
-        has_tp = (tp > 1).astype(float) * float(LOGITS_GATHER) * (1.0 - adp)
+        has_tp = (tp > 1).astype(float) * (1.0 - adp)
         same_domain = tp * pp <= domain
         p2p = network.point_to_point(same_domain, message_p2p)
         has_p2p = (pp > 1).astype(float)
@@ -348,7 +338,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     pc = param_counts(w)
     body = pc.total - pc.embedding - pc.lm_head
     # the ends (embedding, LM head) of the heaviest stage: both at PP 1, the larger one otherwise
-    embed_dev = pc.embedding * eb / (1.0 if REPLICATED_EMBEDDING else tp)
+    embed_dev = pc.embedding * eb / tp
     head_dev = pc.lm_head * eb / tp
     ends_dev = np.where(pp == 1, embed_dev + head_dev, np.maximum(embed_dev, head_dev))
     ends_whole = np.where(pp == 1, pc.embedding + pc.lm_head, max(pc.embedding, pc.lm_head)) * eb
@@ -368,9 +358,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # every TP rank of the last stage (the binding device, as the heavier end of the weights
     # above); under attention DP a rank keeps only its own sequences' slots. Always in the
     # device's own memory, whatever the KV cache's tier: W + S + KV / f <= C - R
-    state_dev = batch * own_share * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl) * float(DECODER_STATE)
+    state_dev = batch * own_share * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl)
     f["decoder_state_per_device_B"] = state_dev
-    f["memory_local_B"] = weights_dev * w_local + state_dev + kv_dev * kv_local / kv_cache_free_fraction()
+    f["memory_local_B"] = weights_dev * w_local + state_dev + kv_dev * kv_local / inst.calibration.kv_cache_free_fraction
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache
     weights_all = body * wb + (pc.embedding + pc.lm_head) * eb
     f["memory_pool_B"] = weights_all * (1 - w_local) + devices * kv_dev * (1 - kv_local)

@@ -81,9 +81,6 @@ FLOPS_PER_MAC = 2
 #: bytes of one activation element: engines keep activations in 16 bit between kernels and
 #: all-reduce / gather them in bf16/fp16 even with fp8 weights (memory and link traffic alike)
 ACTIVATION_BYTES = 2.0
-#: count activation traffic between kernels (eq. 2.15h); False only for the validation ablation
-#: ``model-without-activation-traffic`` (VALIDATION.md §6)
-ACTIVATION_TRAFFIC = True
 #: DRAM bytes per vocabulary entry of one sequence's logits in one step (eq. 2.15l), the engine's
 #: sampling path counted kernel by kernel (TensorRT-LLM: the LM head writes 16-bit logits, 2 B;
 #: ``mark_output(..., logits_dtype)`` casts them to the float32 ``logits_dtype``, read 2 B and
@@ -91,9 +88,6 @@ ACTIVATION_TRAFFIC = True
 #: penalties included, from the logits into its runtime-logits buffer, read 4 B and write 4 B;
 #: the sampling layer reads them, 4 B): 20 B, the unfused count (as the activations, eq. 2.15j, k)
 LOGITS_BYTES_PER_ENTRY = 20.0
-#: count the logits' traffic (eq. 2.15l); False only for the validation ablation
-#: ``model-without-logits-traffic`` (VALIDATION.md §5.13)
-LOGITS_TRAFFIC = True
 #: Matrices in a gated (SwiGLU: gate, up, down) and in a plain (up, down) MLP.
 GATED_MLP_MATRICES = 3
 PLAIN_MLP_MATRICES = 2
@@ -721,10 +715,7 @@ def attention_side_elements(w: Workload) -> float:
     on the rank that holds its sequence under attention data parallelism (model.md eq. 4.18): in
     an MoE layer the attention side, 9 h (input norm 2 h, QKV GEMM reads h, O-projection writes h,
     residual add 3 h, post-attention norm 2 h); a dense layer, data-parallel end to end, all its
-    20 h; once per step 4 h (embedding gather, final norm, LM-head input). 0 when activation
-    traffic is off."""
-    if not ACTIVATION_TRAFFIC:
-        return 0.0
+    20 h; once per step 4 h (embedding gather, final norm, LM-head input)."""
     a = activation_parts(w)
     return 9.0 * w.hidden_size * w.moe_layers + a.replicated_per_layer * w.dense_layers + a.per_step
 
@@ -802,7 +793,7 @@ def step_costs(
         touched = expected_experts_touched(w.moe.num_experts, w.moe.top_k, t)
         top_k = w.moe.top_k
     embed_rows = np.minimum(t, float(w.vocab_size))
-    act_rep, act_shard = activation_elements(w) if ACTIVATION_TRAFFIC else (0.0, 0.0)
+    act_rep, act_shard = activation_elements(w)
     head_params = w.vocab_size * w.hidden_size
 
     shape = np.broadcast_shapes(b.shape, n.shape, c.shape, wb.shape, kvb.shape, eb.shape)
@@ -830,7 +821,7 @@ def step_costs(
         bytes_kv_write=fit(t * kv_cache_bytes_per_token(w, kvb)),
         bytes_act_replicated=fit(ACTIVATION_BYTES * t * act_rep),
         bytes_act_sharded=fit(ACTIVATION_BYTES * t * act_shard),
-        bytes_logits=fit(b * w.vocab_size * (LOGITS_BYTES_PER_ENTRY if LOGITS_TRAFFIC else 0.0)),
+        bytes_logits=fit(b * w.vocab_size * LOGITS_BYTES_PER_ENTRY),
         tokens=fit(t),
         moe_layers=lp.moe_layers,
         dense_layers=lp.dense_layers,

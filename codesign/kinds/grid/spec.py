@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
+from codesign.model.calibration import CalibrationSet, shipped
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -293,12 +294,15 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
 
 
 class Instance:
-    """A validated instance: the file's content plus derived decision lists and a content hash."""
+    """A validated instance: the file's content plus derived decision lists and a content hash,
+    and the calibration the model evaluates it under (default: the shipped one)."""
 
-    def __init__(self, spec: InstanceFile, *, source: Path | None, raw: dict[str, Any]):
+    def __init__(self, spec: InstanceFile, *, source: Path | None, raw: dict[str, Any],
+                 calibration: CalibrationSet | None = None):
         self.spec = spec
         self.source = source
         self.raw = raw
+        self.calibration = shipped() if calibration is None else calibration
 
     # --- convenient views -------------------------------------------------------------
     @property
@@ -449,13 +453,14 @@ def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     return merged
 
 
-def load_instance(name_or_path: str) -> Instance:
-    """Load, merge (``extends``), validate and cross-check an instance."""
+def load_instance(name_or_path: str, *, calibration: CalibrationSet | None = None) -> Instance:
+    """Load, merge (``extends``), validate and cross-check an instance, to be evaluated under
+    ``calibration`` (None: the shipped one)."""
     path = resolve_instance_path(name_or_path)
     raw = _load_raw(path)
     spec = validate(InstanceFile, raw, file=path)
     check_decisions(spec, path)
-    inst = Instance(spec, source=path, raw=raw)
+    inst = Instance(spec, source=path, raw=raw, calibration=calibration)
     _check_references(inst, path)
     parsed_budgets(inst)
     parse_design(inst, spec.baseline, source=str(path), prefix="baseline.")
@@ -543,7 +548,8 @@ def with_budgets(inst: Instance, texts: list[str]) -> Instance:
     existing = list(inst.spec.budgets.custom)
     extra = [CustomBudget(name=f"cli-{i + 1}", expr=t) for i, t in enumerate(texts)]
     budgets = inst.spec.budgets.model_copy(update={"custom": existing + extra})
-    new = Instance(inst.spec.model_copy(update={"budgets": budgets}), source=inst.source, raw=inst.raw)
+    new = Instance(inst.spec.model_copy(update={"budgets": budgets}), source=inst.source, raw=inst.raw,
+                   calibration=inst.calibration)
     parsed_budgets(new, source="--budget")
     return new
 
@@ -564,14 +570,16 @@ def with_objective(inst: Instance, metric: str) -> Instance:
     """The same instance with another objective (``--objective``)."""
     spec = validate(Objective, {"metric": metric}, file="--objective", prefix="objective")
     new = inst.spec.model_copy(update={"objective": spec})
-    return Instance(new, source=inst.source, raw=inst.raw)
+    return Instance(new, source=inst.source, raw=inst.raw, calibration=inst.calibration)
 
 
-def instance_from_data(raw: dict[str, Any], *, source: str = "<memory>") -> Instance:
-    """Validate an instance given as a dict (tests, generators, validation rows)."""
+def instance_from_data(raw: dict[str, Any], *, source: str = "<memory>",
+                       calibration: CalibrationSet | None = None) -> Instance:
+    """Validate an instance given as a dict (tests, generators, validation rows), to be evaluated
+    under ``calibration`` (None: the shipped one)."""
     spec = validate(InstanceFile, raw, file=source)
     check_decisions(spec, Path(source))
-    inst = Instance(spec, source=None, raw=raw)
+    inst = Instance(spec, source=None, raw=raw, calibration=calibration)
     _check_references(inst, Path(source))
     parse_design(inst, spec.baseline, source=source, prefix="baseline.")
     return inst

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +21,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import Precision
+from codesign.model.calibration import CalibrationSet, shipped
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -124,11 +125,13 @@ class MappingFile(Strict):
 
 @dataclass(frozen=True)
 class FamilyInstance:
-    """A validated mapping-family instance (``spec`` is its kind's pydantic file model)."""
+    """A validated mapping-family instance (``spec`` is its kind's pydantic file model) and the
+    calibration the model evaluates it under (default: the shipped one)."""
 
     spec: Any
     source: Path | None
     raw: dict[str, Any]
+    calibration: CalibrationSet = field(default_factory=shipped, compare=False)
 
     @property
     def name(self) -> str:
@@ -207,15 +210,17 @@ def family_path(name_or_path: str, kind: str) -> Path:
     return path
 
 
-def load_mapping(name_or_path: str) -> MappingInstance:
+def load_mapping(name_or_path: str, *, calibration: CalibrationSet | None = None) -> MappingInstance:
+    """A mapping instance by name or path, evaluated under ``calibration`` (None: the shipped one)."""
     path = family_path(name_or_path, "mapping")
-    return mapping_from_data(load_toml(path), source=path)
+    return mapping_from_data(load_toml(path), source=path, calibration=calibration)
 
 
-def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None) -> MappingInstance:
+def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None,
+                      calibration: CalibrationSet | None = None) -> MappingInstance:
     spec = validate(MappingFile, raw, file=source or "<memory>")
     _check_references(spec, source)
-    return MappingInstance(spec, Path(source) if source else None, raw)
+    return MappingInstance(spec, Path(source) if source else None, raw, shipped() if calibration is None else calibration)
 
 
 def _check_references(spec: MappingFile, source: Path | str | None) -> None:

@@ -19,6 +19,7 @@ from pydantic import Field, PositiveInt, model_validator
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import Precision
 from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
+from codesign.model.calibration import CalibrationSet, shipped
 from codesign.schema import Strict, load_toml, validate
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
@@ -125,15 +126,18 @@ def list_placement_instances() -> list[str]:
     return list_mapping_instances("placement")
 
 
-def load_placement(name_or_path: str) -> PlacementInstance:
+def load_placement(name_or_path: str, *, calibration: CalibrationSet | None = None) -> PlacementInstance:
+    """A placement instance by name or path, evaluated under ``calibration`` (None: the shipped one)."""
     path = family_path(name_or_path, "placement")
-    return placement_from_data(load_toml(path), source=path)
+    return placement_from_data(load_toml(path), source=path, calibration=calibration)
 
 
-def placement_from_data(raw: dict[str, Any], *, source: Path | str | None = None) -> PlacementInstance:
+def placement_from_data(raw: dict[str, Any], *, source: Path | str | None = None,
+                        calibration: CalibrationSet | None = None) -> PlacementInstance:
     spec = validate(PlacementFile, raw, file=source or "<memory>")
     _check_references(spec, source)
-    return PlacementInstance(spec, Path(source) if source else None, raw)
+    return PlacementInstance(spec, Path(source) if source else None, raw,
+                             shipped() if calibration is None else calibration)
 
 
 def _check_references(spec: PlacementFile, source: Path | str | None) -> None:

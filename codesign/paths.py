@@ -37,3 +37,18 @@ def instances_dir() -> Path:
 def catalog_dir(kind: str) -> Path:
     """Catalog sub-directory: ``workloads``, ``chips``, ``memory``, ``interconnects``, ``appliances``."""
     return instances_dir() / "catalog" / kind
+
+
+#: environment variable naming where ``solve --save`` writes when no ``--out-dir`` is given
+DATA_ENV = "CODESIGN_DATA"
+
+
+def user_solutions_dir() -> Path:
+    """Where ``solve --save`` writes by default and ``certify`` looks for stored bounds:
+    ``$CODESIGN_DATA/solutions``, else ``$XDG_DATA_HOME/codesign/solutions``, else
+    ``~/.local/share/codesign/solutions`` (never a checkout's tracked ``solutions/``)."""
+    chosen = os.environ.get(DATA_ENV, "").strip()
+    if chosen:
+        return Path(chosen).expanduser() / "solutions"
+    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "codesign" / "solutions"

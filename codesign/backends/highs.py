@@ -55,6 +55,7 @@ from codesign.backends.result import (
     relative_gap,
     within_tolerance,
 )
+from codesign.jsonio import atomic_output
 from codesign.mip.program import MIP
 
 SOLVER_NAME = "highs"
@@ -522,3 +523,39 @@ def _result(
         warnings=warnings,
         **base,
     )
+
+
+#: characters an exported MPS/LP name keeps; others become "_" (LP readers reject ':' and spaces)
+_NAME_OK = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.[]()")
+
+
+def export_name(name: str) -> str:
+    """The name a column or row is written under in an MPS/LP file."""
+    return "".join(c if c in _NAME_OK else "_" for c in name)
+
+
+def export(mip: MIP, path: str | Path, fmt: str) -> dict[str, Any]:
+    """Write ``mip`` as MPS or LP exactly as built: indicator rows as the big-M rows the HiGHS
+    backend solves (M from the variables' bounds), the objective and every row unscaled, each
+    column and row under its MIP name (:func:`export_name`). Returns the names written, by MIP
+    variable and row, for the caller's legend."""
+    model = lower(mip)
+    unscale = np.repeat(1.0 / model.row_scale, np.diff(model.start))
+    model.value = model.value * unscale
+    with np.errstate(invalid="ignore"):
+        model.row_lower = model.row_lower / model.row_scale
+        model.row_upper = model.row_upper / model.row_scale
+    model.cost = model.cost / model.objective_scale
+    model.offset = model.offset / model.objective_scale
+    model.col_names = [export_name(n) for n in model.col_names]
+    model.row_names = [export_name(n) for n in model.row_names]
+    h = new_highs()
+    h.setOptionValue("output_flag", False)
+    if _pass_model(h, model) == highspy.HighsStatus.kError:
+        raise LoweringError("HiGHS rejected the model")
+    with atomic_output(Path(path)) as tmp:
+        target = tmp.with_suffix(f".{fmt}")  # HiGHS chooses the format by the file's suffix
+        if h.writeModel(str(target)) == highspy.HighsStatus.kError:
+            raise LoweringError(f"HiGHS could not write {fmt}")
+        target.replace(tmp)
+    return {"columns": model.col_names, "rows": model.row_names}

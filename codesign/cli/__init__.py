@@ -3,8 +3,9 @@
 Each module registers its commands on :data:`codesign.cli.common.app`, in the order ``--help``
 lists them."""
 
-from codesign.cli import app as _commands  # noqa: F401  (instances ... generate)
 from codesign.cli import calibration as _calibration  # noqa: F401  (validate, calibrate)
+from codesign.cli import problems as _problems  # noqa: F401  (instances, show, evaluate, metrics, generate)
+from codesign.cli import solving as _solving  # noqa: F401  (solve, certify, explain, check-*, export)
 from codesign.cli.common import app
 
 

@@ -26,6 +26,7 @@ COLUMNS_DOC = "validation/README.md"
 @app.command("validate")
 @handles_errors
 def validate_cmd(
+    ctx: typer.Context,
     csv: Annotated[Path, typer.Argument(help=f"measurements CSV (columns: {COLUMNS_DOC})")],
     by: Annotated[str, typer.Option("--by", help="comma-separated row fields to group by")] = "model,gpu",
     split: Annotated[Path | None, typer.Option("--split", help="fit/held-out split JSON (labels rows)")] = None,
@@ -42,7 +43,7 @@ def validate_cmd(
     if split is not None and not split.exists():
         raise InputError("split file not found", file=split,
                          suggestion="`codesign calibrate CSV --out FILE` writes FILE's split beside it")
-    opts = session()
+    opts = session(ctx)
     kwargs = {} if split is None else {"split_file": split}
     with Progress("validate", quiet=opts.quiet) as progress:
         report = run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()),
@@ -64,6 +65,7 @@ def validate_cmd(
 @app.command("calibrate")
 @handles_errors
 def calibrate_cmd(
+    ctx: typer.Context,
     csv: Annotated[Path, typer.Argument(help="measurements CSV")],
     split: Annotated[Path | None, typer.Option(
         "--split", help="fit/held-out split JSON; only 'fit' rows are used (default: every row by its id's hash)")] = None,
@@ -94,7 +96,7 @@ def calibrate_cmd(
     if out_file is not None and out_file.resolve() == shipped_path().resolve():
         raise InputError("--out names the shipped calibration", file=out_file,
                          suggestion="use --write to update the shipped file, or give --out a file of your own")
-    opts = session()
+    opts = session(ctx)
     made_split = None
     if split is None and out_file is not None:
         # the split the fit uses (every row by its id's hash), kept beside the calibration so that

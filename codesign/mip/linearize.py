@@ -231,3 +231,48 @@ def product_indicator(
                 f"{name}[{g}]-ub", lit, np.concatenate([[u], other_sel]), np.concatenate([[1.0], -up]), ub=0.0
             )
     return np.array([u], dtype=np.int64), np.array([resolution])
+
+
+#: an integer variable's value counts as v when it is within this of v (solvers return v ± 1e-6)
+INTEGRALITY_TOL = 0.5
+
+
+def nogood(mip: MIP, name: str, idx: np.ndarray, values: np.ndarray, *, onehot: bool = False) -> None:
+    """Exclude one assignment ``values`` of the integer variables ``idx`` (row ``<name>``).
+
+    For one-hot groups (``onehot``) it is enough that not all chosen binaries are chosen again:
+    Σ_{z chosen} z <= |chosen| - 1. Otherwise, with B the binaries and G the general integers:
+
+        Σ_{b in B, on} (1 - b) + Σ_{b in B, off} b + Σ_{g in G} (δ⁻_g + δ⁺_g) >= 1,
+        δ⁻_g = 1  =>  g <= v_g - 1,      δ⁺_g = 1  =>  g >= v_g + 1,
+
+    where v is the excluded assignment; δ⁻ (δ⁺) exists only when v_g is above its lower (below
+    its upper) bound. Any other assignment differs somewhere and satisfies the row; v does not.
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    v = np.rint(np.asarray(values, dtype=float))
+    binary = np.array([mip.vars[i].lb >= 0 and mip.vars[i].ub <= 1 for i in idx], dtype=bool)
+    if onehot:
+        if not binary.all():
+            raise ValueError(f"{name}: a one-hot no-good over non-binary variables")
+        chosen = idx[v > INTEGRALITY_TOL]
+        mip.add_row(name, chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
+        return
+    on = binary & (v > INTEGRALITY_TOL)
+    off = binary & ~on
+    terms_idx = [idx[on], idx[off]]
+    terms_val = [-np.ones(int(on.sum())), np.ones(int(off.sum()))]
+    for k in np.flatnonzero(~binary):
+        var, value = int(idx[k]), float(v[k])
+        lo, hi = mip.vars[var].lb, mip.vars[var].ub
+        if value - 1 >= lo:
+            below = mip.add_binary(f"{name}:below[{mip.vars[var].name}]")
+            mip.add_indicator(f"{name}:below[{mip.vars[var].name}]", below, [var], [1.0], ub=value - 1)
+            terms_idx.append(np.array([below]))
+            terms_val.append(np.ones(1))
+        if value + 1 <= hi:
+            above = mip.add_binary(f"{name}:above[{mip.vars[var].name}]")
+            mip.add_indicator(f"{name}:above[{mip.vars[var].name}]", above, [var], [1.0], lb=value + 1)
+            terms_idx.append(np.array([above]))
+            terms_val.append(np.ones(1))
+    mip.add_row(name, np.concatenate(terms_idx), np.concatenate(terms_val), lb=1.0 - int(on.sum()))

@@ -102,6 +102,18 @@ class MIP:
         self.obj_idx, self.obj_val = merge_terms(idx, val)
         self.obj_constant = float(constant)
 
+    def checkpoint(self) -> tuple[int, int, int]:
+        """The model's size now: :meth:`restore` removes what was added after it."""
+        return len(self.vars), len(self.rows), len(self.indicators)
+
+    def restore(self, mark: tuple[int, int, int]) -> None:
+        """Remove the variables, rows and indicator rows added since ``mark`` (:meth:`checkpoint`);
+        rows added since may refer only to variables that existed then or were added since."""
+        nvars, nrows, ninds = mark
+        for v in self.vars[nvars:]:
+            del self._names[v.name]
+        del self.vars[nvars:], self.rows[nrows:], self.indicators[ninds:]
+
     # --- queries ------------------------------------------------------------------------------
     def index(self, name: str) -> int:
         return self._names[name]

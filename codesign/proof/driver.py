@@ -1,60 +1,69 @@
-"""Solve an instance: build the exact MIP, run a backend, decode, verify with the model, report.
+"""The one exact solve driver: solve, verify with the model, exclude, confirm — for every kind.
 
-The result speaks in the user's objective (tokens/s is maximised; the MIP minimises the
-weighted time per token, its reciprocal). ``status`` is "optimal" only when the solver proved
-optimality, the model re-check passed, and the verified gap is within ``GAP_TOL``.
+A backend answers the MIP it was given, within its own tolerances (HiGHS meets rows to ~1e-7,
+CP-SAT rounds coefficients onto integer grids), and both have returned wrong answers (see
+``docs/architecture.md``). So its word is never the result. :func:`run` takes a
+:class:`~codesign.kinds.base.Formulation` and a *judge* (the model's verdict on a design) and:
+
+1. solves; decodes the design; the judge evaluates it with the model;
+2. excludes the design (a no-good over the formulation's design variables) and asks for a
+   design better than the best verified one (a cutoff row on the objective), and solves again;
+3. once the solver's bound reaches the best verified design (within ``GAP_TOL``), one more
+   solve asks for a design better by more than ``CONFIRM_RTOL``; only an empty model (or a
+   proven bound above that cutoff) ends the run as *optimal*. The bound then stated is the best
+   verified value: "no design is better by more than the tie tolerance".
+
+A solve that a time limit or Ctrl-C stops keeps its best verified design and the best bound a
+round proved. A CP-SAT "infeasible" is checked by HiGHS on the real-valued MIP (CP-SAT has
+called a feasible instance infeasible). Rows and variables the run adds are removed after it.
+
+:func:`solve` wraps :func:`run` for a :class:`~codesign.kinds.base.Problem` and returns the
+:class:`~codesign.proof.records.Solution` record; :func:`cross_check` compares two of them.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import functools
 import math
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from codesign.backends import solve as native_solve
+from codesign.backends.result import SolveResult
+from codesign.errors import InputError, ModelError, did_you_mean
+from codesign.kinds.base import Assessment, Formulation, Problem
+from codesign.mip import linearize as lin
+from codesign.proof import records
+from codesign.proof.tolerances import (
+    AGREEMENT_RTOL,
+    CONFIRM_RTOL,
+    GAP_TOL,
+    MAX_ROUNDS,
+    MIN_ROUND_TIME_S,
+    OBJECTIVE_RTOL,
+    SOLVER_GAPS,
+)
 
-from codesign import __version__
-from codesign.errors import InputError, ModelError
-from codesign.kinds.grid.spec import Instance
-from codesign.model.evaluate import objective_from_internal
-
-#: a result is called optimal when the verified relative gap is at most this
-GAP_TOL = 1e-6
-
+#: the native backends; ``pyomo:<name>`` reaches any solver Pyomo drives
 SOLVERS = ("highs", "cpsat")
+
+#: progress(incumbent, bound, gap, elapsed_s) in the user's metric (any of the first three None)
+Progress = Callable[[float | None, float | None, float | None, float], None]
+#: judge(design) -> the model's verdict: (accepted, internal objective, assessment or None)
+Judge = Callable[[dict[str, Any]], tuple[bool, float, Assessment | None]]
 
 
 def check_solver(solver: str) -> None:
     """``highs``, ``cpsat`` or ``pyomo:<name>`` (any solver Pyomo drives)."""
     if solver in SOLVERS or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
         return
-    from codesign.errors import did_you_mean
-
-    raise InputError(
-        "unknown solver",
-        key="--solver",
-        value=solver,
-        expected="highs | cpsat | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
-        suggestion=did_you_mean(solver, SOLVERS),
-    )
+    raise InputError("unknown solver", key="--solver", value=solver,
+                     expected="highs | cpsat | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
+                     suggestion=did_you_mean(solver, SOLVERS))
 
 
-def exit_code(sol: Any) -> int:
-    """What ``solve`` exits with after printing (and saving) a solution: 1 without a design
-    (infeasible, no solution), 130 when Ctrl-C ended the run (the incumbent and its bound are
-    kept), else 0."""
-    if sol.status not in ("optimal", "feasible"):
-        return 1
-    return 130 if str(sol.termination).startswith("interrupted") else 0
-
-
-def check_limits(time_limit: float | None, threads: int | None) -> None:
+def check_limits(time_limit: float | None, threads: int | None = None) -> None:
     """A time limit is a positive finite number of seconds; threads a count, 0 for the solver's
     own choice."""
     if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
@@ -65,409 +74,278 @@ def check_limits(time_limit: float | None, threads: int | None) -> None:
                          expected=">= 1, or 0 for the solver's own choice")
 
 
-def backend_solve(mip, solver: str, **opts):
-    """Dispatch to a native backend or to Pyomo (``pyomo:<name>``)."""
-    from codesign import backends
-
+def backend_solve(mip, solver: str, **opts: Any) -> SolveResult:
+    """One solve of ``mip`` by a native backend or through Pyomo (``pyomo:<name>``), with the
+    solvers' gap tolerances at zero."""
     if solver.startswith("pyomo:"):
-        from codesign.backends import pyomo as pyomo_backend
+        from codesign.backends import pyomo  # Pyomo is imported only when asked for
 
-        return pyomo_backend.solve(mip, solver.split(":", 1)[1], time_limit=opts.get("time_limit"))
-    return backends.solve(mip, solver, **opts)
-
-
-@dataclass(kw_only=True)
-class SolveRecord:
-    """What every solve reports, whichever family (named instances: :class:`Solution`; mapping and
-    placement: :class:`codesign.kinds.family.FamilySolution`): the verified design, the
-    objective in the user's metric, the solver's bound and the gap, the solver's own record."""
-
-    instance: str
-    instance_hash: str
-    solver: str
-    status: str
-    sense: str
-    objective_metric: str
-    objective: float | None
-    bound: float | None
-    gap: float | None
-    design: dict[str, Any] | None
-    metrics: dict[str, Any] | None
-    mip: dict[str, Any]
-    build_s: float
-    solve_s: float
-    time_s: float
-    nodes: int | None
-    termination: str
-    solver_version: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-@dataclass(kw_only=True)
-class Solution(SolveRecord):
-    """A named instance's solve: the record plus the model's per-workload metrics, the
-    verification loop's account, the internal objective and bound, and the constraint audit."""
-
-    workload_metrics: dict[str, dict[str, float]] | None
-    verification: dict[str, Any] | None
-    internal_objective: float | None = None
-    internal_bound: float | None = None
-    rounding: dict[str, Any] | None = None
-    reason: str | None = None
-    budgets: list[dict[str, str]] = field(default_factory=list)
-    audit: list[dict[str, Any]] | None = None
-
-
-def user_gap(sense: str, objective: float | None, bound: float | None) -> float | None:
-    """Relative gap in the user's objective: (f - lb)/|f| for min, (ub - f)/|f| for max."""
-    if objective is None or bound is None:
-        return None
-    if objective == 0:
-        return 0.0 if bound == 0 else float("inf")
-    diff = (objective - bound) if sense == "min" else (bound - objective)
-    return diff / abs(objective)
-
-
-def headline(sol: Any, number: Callable[[float], str] = lambda x: f"{x:.10g}") -> str:
-    """The first line a solve prints (rich markup): status, sense, metric, objective, bound, gap.
-    Any solution record with those fields (``Solution``, the mapping family's ``FamilySolution``)."""
-    color = {"optimal": "green", "feasible": "yellow"}.get(sol.status, "red")
-    head = f"[{color}]{sol.status}[/] {sol.sense} {sol.objective_metric}"
-    if sol.objective is not None:
-        head += f" = {number(sol.objective)}"
-    if sol.bound is not None:
-        head += f"   bound {number(sol.bound)}"
-    if sol.gap is not None:
-        head += f"   gap {sol.gap:.2e}"
-    return head
-
-
-@functools.lru_cache(maxsize=1)
-def git_revision() -> str | None:
-    """The repository's HEAD commit (asked once per process: one ``git`` subprocess, not one
-    per solve)."""
-    here = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def solve_instance(
-    inst: Instance,
-    *,
-    solver: str = "highs",
-    time_limit: float | None = None,
-    threads: int | None = None,
-    progress=None,
-    verbose: bool = False,
-    decompose: bool = True,
-) -> Solution:
-    """Build, solve, decode and verify (raises ModelError if the model disagrees with the solver).
-
-    ``decompose`` False skips the decomposed bound presolve (the MIP then sees every
-    non-dominated hardware design; for benchmarks and tests of the formulation)."""
-    from codesign.kinds.grid.formulation import build
-
-    check_solver(solver)
-    t0 = time.perf_counter()
-    comp = build(inst, integer_grid=solver == "cpsat", decompose=decompose)
-    build_s = time.perf_counter() - t0
-    sense = inst.objective.resolved_sense
-    base = dict(
-        instance=inst.name,
-        instance_hash=inst.content_hash,
-        sense=sense,
-        objective_metric=inst.objective.metric,
-        solver=solver,
-        mip={**comp.mip.stats(), "pruned": comp.pruned},
-        build_s=build_s,
-        provenance={**_provenance(), "instance_source": str(inst.source) if inst.source else None},
-        budgets=[b.model_dump() for b in inst.spec.budgets.custom],
-    )
-    if comp.empty_reason:
-        return Solution(
-            **base, status="infeasible", objective=None, bound=None, gap=None, design=None, metrics=None,
-            workload_metrics=None, solver_version="", termination="presolve", parameters={},
-            time_s=time.perf_counter() - t0, solve_s=0.0, nodes=0, verification=None, reason=comp.empty_reason,
-        )
-    opts: dict[str, Any] = {"verbose": verbose}
-    if time_limit is not None:
-        opts["time_limit"] = time_limit
-    if threads is not None:
-        opts["threads"] = threads
-    if progress is not None:
-        unit = comp.objective_unit
-
-        def _progress(inc, bnd, gap, elapsed):
-            to_user = lambda v: None if v is None else objective_from_internal(inst, v * unit)  # noqa: E731
-            progress(to_user(inc), to_user(bnd), gap, elapsed)
-
-        opts["progress"] = _progress
-    run = solve_exact(inst, comp, solver, opts, time_limit)
-    res = run.last
-    design = metrics = wmetrics = ver = None
-    obj = bound = gap = internal = internal_bound = None
-    status = run.status
-    if run.bound is not None:
-        internal_bound = run.bound
-        bound = objective_from_internal(inst, internal_bound) if internal_bound > 0 else (
-            float("inf") if sense == "max" else internal_bound
-        )
-    if run.best is not None:
-        design, v = run.best
-        ver = {**v.as_dict(), "rounds": run.rounds, "rejected_by_model": run.rejected}
-        internal = v.objective_model
-        obj = objective_from_internal(inst, internal)
-        metrics = v.evaluation.metrics
-        wmetrics = v.evaluation.workload_metrics
-        gap = user_gap(sense, obj, bound)
-        if status == "optimal" and (gap is None or abs(gap) > GAP_TOL):
-            status = "feasible"
-    elif status == "optimal":
-        status = "no_solution"
-    termination = res.termination
-    if run.timed_out:
-        termination = f"time limit reached before the optimum was confirmed (the last round: {res.termination})"
-    elif run.best is not None and res.status == "infeasible":
-        # the exclude-and-resolve loop's last round found nothing better: that is the proof
-        termination = (f"proved in {run.rounds} rounds (the last, {res.termination}: no design beats the best "
-                       "verified one)")
-    return Solution(
-        **base, status=status, objective=obj, bound=bound, gap=gap, design=design, metrics=metrics,
-        workload_metrics=wmetrics, solver_version=res.solver_version, termination=termination,
-        parameters={**res.parameters, "verified_gap_tolerance": GAP_TOL, "polish_rtol": POLISH_RTOL},
-        time_s=time.perf_counter() - t0, solve_s=run.seconds, nodes=run.nodes, verification=ver,
-        internal_objective=internal, internal_bound=internal_bound, rounding=_rounding_dict(res),
-        audit=None if run.best is None else [
-            {"name": a.name, "value": a.value, "limit": a.limit, "slack": a.slack, "ok": a.ok, "unit": a.unit}
-            for a in run.best[1].evaluation.audit
-        ],
-        reason="the MIP is infeasible" if status == "infeasible" else None,
-    )
-
-
-#: the loop stops when the solver's bound on the designs not yet seen is within this relative
-#: distance of the best design the model has verified (ties closer than this are not enumerated)
-POLISH_RTOL = 1e-9
-#: designs within this relative distance of the best verified one are ties: the confirming solve
-#: asks only for designs better than that (a solver meets rows within ~1e-7 of their scale)
-CONFIRM_RTOL = 1e-7
-#: the least time a round is given under --time-limit (the first round runs whatever is left)
-MIN_ROUND_TIME_S = 0.01
-#: at most this many solver rounds (each excludes one more design)
-MAX_ROUNDS = 200
+        return pyomo.solve(mip, solver.split(":", 1)[1], time_limit=opts.get("time_limit"))
+    return native_solve(mip, solver, **{**SOLVER_GAPS, **opts})
 
 
 @dataclass
-class ExactRun:
+class Run:
+    """How :func:`run` ended.
+
+    Attributes:
+        status: optimal | feasible | infeasible | no_solution | error.
+        best: the best design the judge accepted, with its assessment (None: none).
+        best_internal: its internal objective.
+        bound: internal lower bound valid for every design (None: none proved).
+        rounds: solver calls; rejected: designs the judge refused.
+        termination: why the run stopped, in words.
+        interrupted: Ctrl-C ended it; timed_out: the time limit ended it.
+    """
+
     status: str
-    best: tuple[dict[str, Any], Any] | None
-    bound: float | None  # internal (minimised) lower bound valid for every design
+    best: Assessment | None
+    best_internal: float
+    bound: float | None
     rounds: int
     rejected: int
     seconds: float
-    nodes: int | None
-    last: Any
-    #: the time limit ended the run between rounds (before a confirming solve)
+    nodes: int
+    last: SolveResult | None
+    termination: str
+    interrupted: bool = False
     timed_out: bool = False
 
 
-def solve_exact(inst: Instance, comp, solver: str, opts: dict[str, Any], time_limit: float | None) -> ExactRun:
-    """Solve, verify with the model, and exclude-and-resolve until the optimum is proven exactly.
+def _proved(res: SolveResult) -> bool:
+    """The solver proved its (possibly rounded) model optimal: its bound holds for the designs
+    left. CP-SAT reports "feasible" when only its rounding allowance keeps the gap open."""
+    return res.status == "optimal" or str(res.termination).upper().startswith("OPTIMAL")
 
-    A backend may answer a slightly relaxed model (CP-SAT rounds coefficients outward; HiGHS
-    meets rows within its tolerances), so its design is re-evaluated with the model. Each round
-    adds a no-good cut on the design's binaries and a cutoff ``objective <= best``; every design
-    strictly better than the best verified one has a relaxed objective below the cutoff, so it
-    is still in the model. The run stops when the solver's bound on the remaining designs reaches
-    the best verified objective (within POLISH_RTOL) or the model becomes infeasible: then the
-    best design is optimal for the exact model. Rows added here are removed before returning.
-    """
-    from codesign.kinds.grid.verify import verify, with_claim
-    from codesign.mip import linearize as lin
 
-    mip = comp.mip
-    unit = comp.objective_unit
-    rows0 = len(mip.rows)
+def run(
+    form: Formulation,
+    judge: Judge,
+    solver: str,
+    *,
+    time_limit: float | None = None,
+    threads: int | None = None,
+    progress: Callable[[float | None, float | None, float | None, float], None] | None = None,
+    verbose: bool = False,
+    abs_tol: float = 0.0,
+    confirm_infeasible: Callable[[float | None], None] | None = None,
+) -> Run:
+    """Solve ``form`` exactly (module docstring). ``judge`` is the model's verdict on a design;
+    ``abs_tol`` floors the tie tolerances for objectives near zero (a violation to minimise);
+    ``progress`` receives internal values; ``confirm_infeasible(time_left)`` is called when the
+    first round says infeasible (it raises ModelError if another solver finds a design)."""
+    mip, unit = form.mip, form.objective_unit
+    feasibility_only = len(mip.obj_idx) == 0
+    mark = mip.checkpoint()
+    opts: dict[str, Any] = {**form.backend_options.get(solver, {}), "verbose": verbose}
+    if threads is not None:
+        opts["threads"] = threads
+    if progress is not None:
+        opts["progress"] = lambda inc, bnd, gap, el: progress(
+            None if inc is None else inc * unit, None if bnd is None else bnd * unit, gap, el)
     t0 = time.perf_counter()
-    best: tuple[dict[str, Any], Any] | None = None
-    best_f = float("inf")
-    rounds = rejected = 0
-    nodes = 0
-    status = "no_solution"
-    bound = None
-    res = None
-    confirmed = None  # the best value a strict cutoff has been asked to beat
-    timed_out = False
+    best: Assessment | None = None
+    best_f = math.inf
+    bound: float | None = None
+    rounds = rejected = nodes = 0
+    status, termination = "no_solution", ""
+    res: SolveResult | None = None
+    confirmed: float | None = None  # the best value a strict cutoff has been asked to beat
+    interrupted = timed_out = False
+
+    def tie(value: float, rtol: float) -> float:
+        return max(rtol * abs(value), abs_tol)
+
     try:
         while rounds < MAX_ROUNDS:
-            rounds += 1
             o = dict(opts)
             if time_limit is not None:
                 left = time_limit - (time.perf_counter() - t0)
                 if left <= 0 and res is not None:
-                    status = "feasible" if best else "no_solution"
-                    timed_out = True
+                    status, timed_out = ("feasible" if best else "no_solution"), True
+                    termination = f"time limit reached after {rounds} rounds, before the optimum was confirmed"
                     break
                 o["time_limit"] = max(left, MIN_ROUND_TIME_S)  # the first round always runs
+            rounds += 1
             res = backend_solve(mip, solver, **o)
             nodes += res.nodes or 0
+            termination = res.termination
+            interrupted = str(res.termination).startswith("interrupted")
             if res.status == "infeasible":
-                if best is None and solver == "cpsat":
-                    left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), MIN_ROUND_TIME_S)
-                    _confirm_infeasible(inst, comp, {**o, "time_limit": left} if left is not None else o)
-                # nothing left at or below the cutoff: the best verified design is optimal
-                status = "optimal" if best else "infeasible"
-                bound = best_f if best else None
+                if best is None and confirm_infeasible is not None and not interrupted:
+                    confirm_infeasible(None if time_limit is None else
+                                       max(time_limit - (time.perf_counter() - t0), MIN_ROUND_TIME_S))
+                status, bound = ("optimal", best_f) if best else ("infeasible", None)
+                if best:
+                    termination = (f"proved in {rounds} rounds (the last, {res.termination}: no design beats "
+                                   "the best verified one)")
                 break
-            if res.bound is not None:
-                # a bound over the designs not yet excluded; the excluded ones are worse than the
-                # best or rejected, so min(best, it) bounds every design. A round stopped early
-                # (the confirming one under a time limit) may prove less: keep the best proven.
+            if res.bound is not None and math.isfinite(res.bound):
+                # a bound over the designs not yet excluded; the excluded ones are worse than the best
+                # or rejected, so min(best, it) bounds every design; a round stopped early may prove
+                # less than an earlier one: keep the best proven
                 round_bound = res.bound * unit if best is None else min(best_f, res.bound * unit)
                 bound = round_bound if bound is None else max(bound, round_bound)
             x = res.x if res.x is not None else res.raw_x
             if x is None:
                 status = "feasible" if best else res.status
                 break
-            design = comp.decode(x)
-            claimed = res.objective * unit if res.objective is not None else None
-            v = verify(inst, design, None)
-            # a design the model accepts is priced by the model, whether or not the solver's own
-            # final step kept it (CP-SAT's re-solve after unrounding may drop a design it found)
-            if v.evaluation is not None and v.ok:
-                f = v.objective_model
-                if res.x is not None and claimed is not None and abs(f - claimed) > 1e-6 * abs(f) and res.rounding is None:
-                    raise ModelError(
-                        f"{solver} objective {claimed:.12g} differs from the model's {f:.12g} for design {design}"
-                    )
+            accepted, f, assessment = judge(form.decode(x))
+            if accepted:
+                claimed = res.objective * unit if res.objective is not None and res.x is not None else None
+                if claimed is not None and not form.integer_grid and res.rounding is None:
+                    _check_claim(f, claimed, _proved(res), tie(f, OBJECTIVE_RTOL), solver, assessment)
                 if f < best_f:
-                    # an integer-grid model under-estimates each product by < one step, so its
-                    # objective is compared with the model only by the loop's bound, not here
-                    # the design's one evaluation by the model, judged against the claim
-                    best_f, best = f, (design, with_claim(v, None if comp.integer_grid else claimed))
+                    best_f, best = f, assessment
             else:
                 rejected += 1
+            if interrupted:
+                status = "feasible" if best else "no_solution"
+                break
+            if feasibility_only and best is not None:
+                status, bound = "optimal", best_f
+                termination = f"a design the model accepts, found in {rounds} rounds"
+                break
             proved = _proved(res)
-            reached = best is not None and res.bound is not None and res.bound * unit >= best_f * (1 - POLISH_RTOL)
+            reached = best is not None and res.bound is not None and res.bound * unit >= best_f - tie(best_f, GAP_TOL)
             if reached and not proved:
                 status, bound = "feasible", min(best_f, res.bound * unit)
                 break
             if reached and confirmed == best_f:
-                # the strict cutoff below found nothing better either: optimal
-                status, bound = "optimal", best_f
+                status, bound = "optimal", best_f  # the strict cutoff found nothing better either
+                termination = f"proved in {rounds} rounds (the last bound reaches the best verified design)"
                 break
             if not proved and res.x is not None:
                 status = "feasible" if best else res.status
                 break
-            # (a round whose design the solver could not keep proves nothing: exclude and go on)
-            # exclude this design; keep only designs that could beat the best verified one. When
-            # the solver's bound already reaches the best, that bound is not taken as the proof
-            # (HiGHS has called designs 1e-6 to 2e-5 worse optimal with gap 0 on multi-workload
-            # mixes): one more solve asks for a design better by more than CONFIRM_RTOL, and only
-            # an empty model (or a bound above that cutoff) ends the run as optimal.
-            exclude_design(comp, x, f"polish-nogood[{rounds}]")
+            # exclude this design and ask for one that beats the best verified; once the bound
+            # reaches it, ask for one better by more than the tie tolerance (a solver's bound alone
+            # is not the proof: HiGHS has called designs 1e-6 to 2e-5 worse optimal with gap 0)
+            lin.nogood(mip, f"driver-nogood[{rounds}]", form.design_vars, x[form.design_vars], onehot=form.onehot)
             if best is not None:
-                margin = CONFIRM_RTOL * abs(best_f) if reached else 0.0
+                margin = tie(best_f, CONFIRM_RTOL) if reached else 0.0
                 confirmed = best_f if reached else None
                 idx, val = lin.add((mip.obj_idx, mip.obj_val))
-                mip.add_row(f"polish-cutoff[{rounds}]", idx, val, ub=(best_f - margin) / unit - mip.obj_constant)
+                mip.add_row(f"driver-cutoff[{rounds}]", idx, val, ub=(best_f - margin) / unit - mip.obj_constant)
+        else:
+            status = "feasible" if best else "no_solution"
+            termination = f"stopped after {MAX_ROUNDS} rounds"
+    except KeyboardInterrupt:
+        interrupted = True
+        status = "feasible" if best else "no_solution"
     finally:
-        del mip.rows[rows0:]
+        mip.restore(mark)
+    if interrupted:
+        termination = f"interrupted after {rounds} rounds" + (f" ({termination})" if termination else "")
     if best is not None and bound is not None and bound > best_f:
         bound = best_f
-    return ExactRun(status, best, bound, rounds, rejected, time.perf_counter() - t0, nodes, res, timed_out)
+    return Run(status, best, best_f, bound, rounds, rejected, time.perf_counter() - t0, nodes, res,
+               termination, interrupted, timed_out)
 
 
-def _confirm_infeasible(inst: Instance, comp, opts: dict[str, Any]) -> None:
-    """CP-SAT's word that no design is feasible, checked by HiGHS on the instance's MIP: CP-SAT has
-    called a feasible instance infeasible (an appliance, a chip domain and two loose budgets; a
-    fuzzing of brute force against both solvers found it). A design HiGHS finds and the model
-    accepts is a solver disagreement (ModelError), never an "infeasible" answer."""
-    from codesign.kinds.grid.formulation import build
-    from codesign.kinds.grid.verify import verify
-
-    plain = comp if not comp.integer_grid else build(inst, comp.tables)  # HiGHS takes the real-valued MIP
-    if plain.empty_reason:
-        return
-    res = backend_solve(plain.mip, "highs", **{k: v for k, v in opts.items() if k in ("time_limit", "threads")})
-    if res.x is None:
-        return
-    design = plain.decode(res.x)
-    if verify(inst, design, None).ok:
-        raise ModelError(f"CP-SAT says no design of {inst.name} is feasible, but HiGHS finds {design}, which "
-                         "the model accepts: a CP-SAT wrong answer; solve with --solver highs")
+def _check_claim(model: float, claimed: float, proved: bool, tol: float, solver: str, a: Assessment | None) -> None:
+    """The MIP is exact: a design's MIP objective equals the model's. An incumbent's epigraph may
+    sit above its maxima (the MIP then over-states the objective), never below; at a proven
+    optimum they are equal."""
+    if model > claimed + tol or (proved and claimed > model + tol):
+        design = None if a is None else a.design
+        raise ModelError(f"{solver} objective {claimed:.12g} differs from the model's {model:.12g} for design {design}")
 
 
-def exclude_design(comp, x: np.ndarray, name: str) -> None:
-    """Add a no-good row to ``comp``'s MIP: the design ``x`` selects (its hardware row and each
-    workload's schedule) is not chosen again."""
-    chosen = np.concatenate([[comp.x[_on(x[comp.x])]]] + [[y[_on(x[y])]] for y in comp.y.values()])
-    comp.mip.add_row(name, chosen, np.ones(len(chosen)), ub=len(chosen) - 1)
+def judge_problem(problem: Problem) -> Judge:
+    """The model's verdict as :func:`solve` judges: feasible designs, by their internal objective."""
+
+    def judge(design: dict[str, Any]) -> tuple[bool, float, Assessment | None]:
+        a = problem.assess(design)
+        return a.feasible, a.internal, a
+
+    return judge
 
 
-def _proved(res) -> bool:
-    """The solver proved its (possibly rounded) model optimal: its bound is then valid for the
-    designs left, and the loop can go on. CP-SAT reports "feasible" when only the rounding
-    allowance keeps the gap open, with termination "OPTIMAL"."""
-    return res.status == "optimal" or str(res.termination).upper().startswith("OPTIMAL")
+def confirm_with_highs(problem: Problem) -> Callable[[float | None], None]:
+    """CP-SAT's word that nothing is feasible, checked by HiGHS on the real-valued MIP: a design
+    HiGHS finds and the model accepts makes it a solver disagreement (ModelError)."""
+
+    def confirm(time_left: float | None) -> None:
+        plain = problem.formulate("highs")
+        if plain.empty_reason:
+            return
+        res = backend_solve(plain.mip, "highs", **({} if time_left is None else {"time_limit": time_left}))
+        if res.x is None:
+            return
+        design = plain.decode(res.x)
+        if problem.assess(design).feasible:
+            raise ModelError(f"CP-SAT says no design of {problem.name} is feasible, but HiGHS finds {design}, "
+                             "which the model accepts: a CP-SAT wrong answer; solve with --solver highs")
+
+    return confirm
 
 
-def _on(vals: np.ndarray) -> int:
-    from codesign.kinds.grid.formulation import BINARY_ON
+def solve(
+    problem: Problem,
+    *,
+    solver: str = "highs",
+    time_limit: float | None = None,
+    threads: int | None = None,
+    progress: Progress | None = None,
+    verbose: bool = False,
+) -> records.Solution:
+    """The proven optimum of ``problem`` (or the best design and bound within the limits), as the
+    record ``solve --save`` writes. Raises ModelError when the model and a solver disagree."""
+    check_solver(solver)
+    check_limits(time_limit, threads)
+    t0 = time.perf_counter()
+    form = problem.formulate(solver)
+    build_s = time.perf_counter() - t0
+    if form.empty_reason:
+        return records.solution(problem, solver=solver, status="infeasible", best=None, bound=None,
+                                termination=f"presolve: {form.empty_reason}", stats=form.stats, build_s=build_s,
+                                solve_s=0.0, time_s=time.perf_counter() - t0, proof={"reason": form.empty_reason})
+    to_user = _to_user(problem)
+    user_progress = None
+    if progress is not None:
+        def user_progress(inc, bnd, gap, elapsed):
+            progress(to_user(inc), to_user(bnd), gap, elapsed)
 
-    return int(np.flatnonzero(vals > BINARY_ON)[0])
-
-
-def _rounding_dict(res) -> dict[str, Any] | None:
-    r = getattr(res, "rounding", None)
-    if r is None:
-        return None
-    if hasattr(r, "to_dict"):
-        return r.to_dict()
-    if hasattr(r, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        d = asdict(r)
-        d.pop("rows", None)
-        return d
-    return None
-
-
-def _provenance() -> dict[str, Any]:
-    import platform
-
-    from codesign.model.hardware import (
-        calibration_path,
-        calibration_sha256,
-        shipped_calibration_path,
+    r = run(form, judge_problem(problem), solver, time_limit=time_limit, threads=threads, progress=user_progress,
+            verbose=verbose, confirm_infeasible=confirm_with_highs(problem) if solver == "cpsat" else None)
+    status = r.status
+    bound = to_user(r.bound)
+    if r.best is not None:
+        gap = records.user_gap(problem.sense, r.best.objective, bound)
+        if status == "optimal" and (gap is None or abs(gap) > GAP_TOL):
+            status = "feasible"
+    elif status == "optimal":
+        status = "no_solution"
+    last = r.last
+    proof = {"rounds": r.rounds, "rejected_by_model": r.rejected, "nodes": r.nodes,
+             "internal_objective": None if r.best is None else r.best_internal, "internal_bound": r.bound,
+             "objective_unit": form.objective_unit}
+    if last is not None and last.rounding is not None:
+        proof["rounding"] = last.rounding.to_dict()
+    return records.solution(
+        problem, solver=solver, status=status, best=r.best, bound=bound, termination=r.termination,
+        stats=form.stats, build_s=build_s, solve_s=r.seconds, time_s=time.perf_counter() - t0, proof=proof,
+        solver_version="" if last is None else last.solver_version,
+        parameters={} if last is None else dict(last.parameters),
     )
 
-    cal = calibration_path()
-    return {
-        "codesign_version": __version__,
-        # the calibration the model used (`codesign --calibration FILE` swaps it): a stored
-        # solution re-checks only under the same one
-        "calibration": "shipped" if cal == shipped_calibration_path() else str(cal),
-        "calibration_sha256": calibration_sha256(),
-        "git_revision": git_revision(),
-        "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }
+
+def _to_user(problem: Problem) -> Callable[[float | None], float | None]:
+    """Internal (minimised) objective -> the user's metric; a bound of 0 on a time per token is an
+    infinite throughput."""
+
+    def convert(v: float | None) -> float | None:
+        if v is None:
+            return None
+        if v <= 0 and problem.sense == "max":
+            return math.inf
+        return problem.to_user(v)
+
+    return convert
 
 
-#: two solvers agree when the model's objectives of their designs differ by at most this
-AGREEMENT_RTOL = 1e-9
-
-
-def cross_check(a: SolveRecord, b: SolveRecord, rtol: float = AGREEMENT_RTOL) -> dict[str, Any]:
+def cross_check(a: records.Solution, b: records.Solution, rtol: float = AGREEMENT_RTOL) -> dict[str, Any]:
     """Both solvers must reach the same verified optimum (within ``rtol``; their designs may differ
     on ties): disagreeing on feasibility or on a proven optimum raises ModelError."""
     info = {"solvers": [a.solver, b.solver], "statuses": [a.status, b.status], "objectives": [a.objective, b.objective]}
@@ -479,84 +357,13 @@ def cross_check(a: SolveRecord, b: SolveRecord, rtol: float = AGREEMENT_RTOL) ->
         return {**info, "agree": None, "note": "not both proven optimal; nothing to compare"}
     rel = abs(a.objective - b.objective) / max(abs(a.objective), 1e-300)
     if rel > rtol:
-        raise ModelError(
-            f"{a.solver} and {b.solver} disagree on {a.instance}: {a.objective!r} vs {b.objective!r} (relative {rel:.3g})"
-        )
+        raise ModelError(f"{a.solver} and {b.solver} disagree on {a.instance}: {a.objective!r} vs {b.objective!r} "
+                         f"(relative {rel:.3g})")
     return {**info, "agree": True, "relative_difference": rel, "times_s": [a.time_s, b.time_s]}
 
 
-def check_solution(path: str | Path) -> dict[str, Any]:
-    """Re-verify a stored solution: same instance content, feasible design, same objective."""
-    from codesign.jsonio import read_json
-    from codesign.kinds.grid.spec import load_instance
-    from codesign.kinds.grid.verify import verify
-
-    data = read_json(path)
-    for key in ("instance", "instance_hash", "status", "design", "internal_objective"):
-        if key not in data:
-            raise InputError("not a solution file: key missing", file=path, key=key)
-    from codesign.kinds.grid.spec import list_instances, with_budgets
-
-    source = (data.get("provenance") or {}).get("instance_source")
-    named = data["instance"] in list_instances()
-    inst = load_instance(data["instance"] if named or not source or not Path(source).exists() else source)
-    inst = with_budgets(inst, [b["expr"] for b in data.get("budgets", []) if b["name"].startswith("cli-")])
-    if inst.content_hash != data["instance_hash"]:
-        return {"ok": False, "message": f"instance {inst.name} changed since the solution was written (hash differs)"}
-    if data["design"] is None:
-        return {"ok": data["status"] == "infeasible", "message": f"no design; status {data['status']}"}
-    v = verify(inst, data["design"], data["internal_objective"])
-    prov = data.get("provenance") or {}
-    if not v.ok:
-        return {"ok": False, "message": "; ".join(v.problems) + _other_calibration(prov), "verification": v.as_dict()}
-    if v.relative_difference is not None and v.relative_difference > AGREEMENT_RTOL:
-        return {"ok": False, "message": f"objective differs from the record by {v.relative_difference:.3g}"
-                                        f"{_other_calibration(prov)}"}
-    obj = objective_from_internal(inst, v.objective_model)
-    return {
-        "ok": True,
-        "message": f"{data['status']} {inst.objective.metric} = {obj:.10g} reproduced by the model",
-        "objective": obj,
-        "status": data["status"],
-        "verification": v.as_dict(),
-    }
+def other_solver(solver: str) -> str:
+    """The solver ``--cross-check`` compares with: highs <-> cpsat (pyomo:* -> cpsat)."""
+    return "highs" if solver == "cpsat" else "cpsat"
 
 
-def _other_calibration(provenance: dict[str, Any]) -> str:
-    """A note when the solution was solved under another calibration than the one in use."""
-    from codesign.model.hardware import calibration_sha256
-
-    recorded = provenance.get("calibration_sha256")
-    if recorded is None or recorded == calibration_sha256():
-        return ""
-    return (f" (it was solved under calibration {provenance.get('calibration', '?')} "
-            f"sha256 {recorded[:12]}, not the one in use; `codesign --calibration FILE check-solution` checks it under its own)")
-
-
-def write_ledger(directory: str | Path) -> Path:
-    """Rewrite ``<dir>/ledger.solu`` from every solution file in ``dir``.
-
-    One line per instance in the SCIP ``.solu`` style: ``=opt=`` proven optimum, ``=best=`` best
-    known with its gap, ``=inf=`` proven infeasible; the value is the user's objective.
-    """
-    from codesign.jsonio import read_json
-
-    directory = Path(directory)
-    lines = ["# instance ledger: =opt= proven optimal (verified gap <= 1e-6), =best= feasible, =inf= infeasible"]
-    for f in sorted(directory.glob("*.json")):
-        d = read_json(f)
-        if not isinstance(d, dict) or "status" not in d or "instance" not in d:
-            continue
-        tag = {"optimal": "=opt=", "feasible": "=best=", "infeasible": "=inf="}.get(d["status"])
-        if tag is None:
-            continue
-        value = "" if d.get("objective") is None else f"{d['objective']:.12g}"
-        extra = f"  # {d['sense']} {d['objective_metric']}, {d['solver']}"
-        if d["status"] == "feasible" and d.get("gap") is not None:
-            extra += f", gap {d['gap']:.3g}"
-        lines.append(f"{tag} {d['instance']} {value}{extra}".rstrip())
-    path = directory / "ledger.solu"
-    tmp = path.with_suffix(".solu.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
-    return path

@@ -1,63 +1,38 @@
-"""Explanations of infeasibility: which constraints conflict, and how far to relax each.
+"""Why a hardware/schedule instance is infeasible: which constraints conflict, how far to relax each.
 
-``explain(inst)`` finds a minimal set of named constraints (budgets, SLOs, physical limits) that
-cannot hold together — a deletion filter over feasibility solves of the exact MIP: start from
-every constraint; drop one at a time and keep it dropped when the rest stay infeasible. What is
-left is irreducible: removing any one member makes the instance feasible. Divisibility rules
-of the parallel layout are structure, not constraints, and are never dropped.
+A minimal set of named constraints (budgets, SLOs, physical limits) that cannot hold together is
+found by a deletion filter over feasibility solves of the exact MIP: start from every constraint;
+drop one at a time and keep it dropped when the rest stay infeasible. What is left is
+irreducible: without any one member, the others of the set can hold. Divisibility rules of the
+parallel layout are structure, not constraints, and are never dropped.
 
-For each conflicting constraint, the least relaxation that restores feasibility with all other
-constraints in force is the minimum of (left side − limit) over the designs that satisfy the
-rest: a MIP with that as objective.
+For each member, the least relaxation that restores feasibility with every other constraint in
+force is the least (left side - limit) over the designs that satisfy the rest: a MIP with that as
+its objective.
 
-Every answer is the model's, not a solver's word: a design a solve returns is evaluated with the
-model; one that breaks a kept constraint beyond the model's tolerance (a solver meets rows within
-its own) is excluded by a no-good row and the solve repeated, as ``solve`` does. So "feasible"
-means a design the model accepts exists, and a relaxation comes with its witness: the design,
-accepted by the model under every other constraint, whose own violation is the amount reported;
-it restores feasibility by construction. The witness is the least (``least`` in the record) when,
-once the solver's bound reaches its violation, a solve asking for a violation smaller by more
-than ``solve.CONFIRM_RTOL`` finds no design (a solver's bound alone is not taken as the proof).
+Every solve goes through the one driver (:func:`codesign.proof.driver.run`), judged by the model:
+"feasible" means a design the model accepts exists, and a relaxation comes with its witness, the
+design accepted under every other constraint whose own violation is the amount reported (so it
+restores feasibility by construction). ``least`` says the driver proved no design violates less
+(by more than its tie tolerance).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.errors import ModelError
+from codesign.kinds.base import Assessment, Problem
+from codesign.kinds.grid.budgets import as_written, written_relaxation
+from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.space import build_tables
-from codesign.kinds.grid.spec import Instance
-from codesign.mip import linearize as lin
-from codesign.model.evaluate import Constraint, constraints, evaluate
-from codesign.proof.driver import (
-    CONFIRM_RTOL,
-    MAX_ROUNDS,
-    POLISH_RTOL,
-    backend_solve,
-    exclude_design,
-)
+from codesign.model.evaluate import Constraint, constraints
+from codesign.proof.driver import Run, run
 
-
-@dataclass
-class Explanation:
-    feasible: bool
-    conflicts: list[dict[str, Any]] = field(default_factory=list)
-    relaxations: list[dict[str, Any]] = field(default_factory=list)
-    solves: int = 0
-    seconds: float = 0.0
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "feasible": self.feasible,
-            "conflicts": self.conflicts,
-            "relaxations": self.relaxations,
-            "solves": self.solves,
-            "seconds": self.seconds,
-            "note": self.note,
-        }
+#: a violation this small (in the constraint's own unit, relative to its size) counts as a tie
+#: when minimising one that is near zero
+VIOLATION_ABS_TOL = 1e-12
 
 
 def _describe(c: Constraint) -> dict[str, Any]:
@@ -65,131 +40,141 @@ def _describe(c: Constraint) -> dict[str, Any]:
             "unit": c.unit, "expr": c.text or None}
 
 
-def explain(inst: Instance, *, solver: str = "highs") -> Explanation:
-    """Minimal conflicting constraints and the least relaxation of each (see module docstring)."""
-    from codesign.kinds.grid.formulation import build
+class _Deadline:
+    """What is left of an explanation's time limit (None: no limit)."""
 
+    def __init__(self, time_limit: float | None):
+        self.end = None if time_limit is None else time.perf_counter() + time_limit
+
+    def left(self) -> float | None:
+        return None if self.end is None else max(self.end - time.perf_counter(), 0.0)
+
+    @property
+    def over(self) -> bool:
+        return self.end is not None and time.perf_counter() >= self.end
+
+
+class _Stopped(Exception):
+    """The time limit or Ctrl-C ended the explanation before its answer was complete."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+def explain(problem: Problem, *, solver: str = "highs", time_limit: float | None = None, progress: Any = None) -> dict[str, Any]:
+    """Minimal conflicting constraints and the least relaxation of each (module docstring).
+
+    Returns ``feasible``, ``conflicts``, ``relaxations``, ``solves``, ``seconds``, ``note`` and
+    ``complete`` (False when ``time_limit`` or Ctrl-C stopped it: what is listed holds, the rest
+    is unknown)."""
+    inst = problem.inst  # type: ignore[attr-defined]
     t0 = time.perf_counter()
+    deadline = _Deadline(time_limit)
     tables = build_tables(inst)
     cons = constraints(inst, tables.hw, tables.scheds)
     names = [c.name for c in cons]
     by_name = {c.name: c for c in cons}
+    devices = inst.system.devices
     solves = 0
 
-    def feasible(keep: set[str]) -> bool:
+    def say(text: str) -> None:
+        if progress is not None:
+            progress(text)
+
+    def solved(form, judge, *, abs_tol: float = 0.0) -> Run:
         nonlocal solves
+        if deadline.over:
+            raise _Stopped("time limit")
+        r = run(form, judge, solver, time_limit=deadline.left(), abs_tol=abs_tol)
+        solves += r.rounds
+        if r.interrupted:
+            raise _Stopped("interrupted")
+        if r.timed_out or (r.status == "no_solution" and deadline.over):
+            raise _Stopped("time limit")
+        return r
+
+    def accepted_under(keep: set[str]):
+        def judge(design: dict[str, Any]) -> tuple[bool, float, Assessment | None]:
+            a = problem.assess(design)
+            ev = a.detail
+            ok = not ev.structural and all(x.ok for x in ev.audit if x.name in keep)
+            return ok, 0.0, a
+        return judge
+
+    def feasible(keep: set[str]) -> bool:
         comp = build(inst, tables, include=keep)
         if comp.empty_reason:
             return False
         comp.mip.set_objective([], [])
-        for _ in range(MAX_ROUNDS):
-            solves += 1
-            res = backend_solve(comp.mip, solver)
-            x = res.x if res.x is not None else res.raw_x
-            if res.status == "infeasible":
-                return False
-            if x is None:
-                raise _no_answer(solver, res)
-            if _accepted(inst, comp.decode(x), keep) is not None:
-                return True
-            exclude_design(comp, x, f"explain-nogood[{solves}]")
-        raise ModelError(f"explain: {MAX_ROUNDS} designs in a row that the model rejects; the MIP and the model disagree")
+        r = solved(formulation_of(comp), accepted_under(keep))
+        if r.status not in ("optimal", "infeasible"):
+            raise ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
+                             f"({r.status}: {r.termination}); try --solver highs")
+        return r.status == "optimal"
 
-    if feasible(set(names)):
-        return Explanation(True, solves=solves, seconds=time.perf_counter() - t0, note="the instance is feasible")
-    if not feasible(set()):
-        return Explanation(
-            False, solves=solves, seconds=time.perf_counter() - t0,
-            note="infeasible even without any constraint: no parallel layout satisfies the divisibility rules",
-        )
-    keep = list(names)
-    for name in names:
-        trial = set(keep) - {name}
-        if not feasible(trial):
-            keep.remove(name)  # not needed for the conflict
-    conflict = [by_name[n] for n in keep]
-    relaxations = []
-    for c in conflict:
-        others = set(names) - {c.name}
-        comp = build(inst, tables, include=others, objective=c)
-        found = None if comp.empty_reason else _least_violation(inst, comp, c, others, solver)
-        solves += 0 if found is None else found[3]
-        if found is None or found[0] is None:
-            relaxations.append({**_describe(c), "restores": False, "note": "relaxing this one alone cannot restore feasibility: the other constraints conflict as well"})
-            continue
-        design, delta, least, _ = found
-        r = {**_describe(c), "violation_at_best": delta, "restores": True, "least": least, "witness": design,
-             "new_limit": _new_limit(c, delta)}
-        if c.text:
-            from codesign.kinds.grid.budgets import as_written, written_relaxation
-
-            workloads = [w.name for w in inst.workloads]
-            r["as_written"] = as_written(c.text, workloads, delta)
-            moved = written_relaxation(c.text, workloads, delta)
-            if moved is not None:  # in the budget's own unit (violation_at_best is the normalised row's)
-                r["relax_by_as_written"] = moved
-        relaxations.append(r)
-    return Explanation(
-        False,
-        conflicts=[_describe(c) for c in conflict],
-        relaxations=relaxations,
-        solves=solves,
-        seconds=time.perf_counter() - t0,
-    )
-
-
-def _accepted(inst: Instance, design: dict[str, Any], keep: set[str]):
-    """The model's evaluation of ``design`` if its layout is valid and every constraint in ``keep``
-    holds, else None."""
-    ev = evaluate(inst, design)
-    return ev if not ev.structural and all(a.ok for a in ev.audit if a.name in keep) else None
-
-
-def _no_answer(solver: str, res) -> ModelError:
-    return ModelError(f"explain: {solver} returned neither a design nor a proof of infeasibility "
-                      f"({res.status}: {res.termination}); try --solver highs")
-
-
-def _least_violation(inst: Instance, comp, c: Constraint, others: set[str], solver: str) -> tuple[Any, float, bool, int]:
-    """(witness design, its violation of ``c``, proven least, solves): the design the model accepts
-    under ``others`` (every constraint but ``c``) with the least violation of ``c``, by exclude-and-resolve on
-    the MIP that minimises it (``comp``); witness None if no design satisfies the others."""
-    mip, unit = comp.mip, comp.objective_unit
-    rows0 = len(mip.rows)
-    best, best_v, least, solves = None, float("inf"), False, 0
+    conflicts: list[Constraint] = []
+    relaxations: list[dict[str, Any]] = []
     try:
-        for k in range(MAX_ROUNDS):
-            solves += 1
-            res = backend_solve(mip, solver)
-            x = res.x if res.x is not None else res.raw_x
-            if res.status == "infeasible":
-                least = best is not None  # nothing at or below the cutoff is left but excluded designs
-                break
-            if x is None:
-                if best is None:
-                    raise _no_answer(solver, res)
-                break  # the witness stands, not proven least
-            design = comp.decode(x)
-            ev = _accepted(inst, design, others)
-            if ev is not None:
-                (a,) = [a for a in ev.audit if a.name == c.name]
-                v = max(0.0, a.value - a.limit)
-                if v < best_v:
-                    best, best_v = design, v
-            exclude_design(comp, x, f"explain-nogood[{k}]")
-            if best is None:
-                continue
-            # A solver's bound alone is not taken as the proof: HiGHS has called a MIP of this kind
-            # optimal with a design 6e-5 (relative) better left in it. Once the bound reaches the
-            # witness, one more solve asks for a design strictly below it.
-            proved = res.x is not None and res.bound is not None and res.status == "optimal" and (
-                res.bound * unit >= best_v - max(POLISH_RTOL * abs(best_v), 1e-12 * abs(unit)))
-            margin = max(CONFIRM_RTOL * abs(best_v), 1e-12 * abs(unit)) if proved else 0.0
-            idx, val = lin.add((mip.obj_idx, mip.obj_val))
-            mip.add_row(f"explain-cutoff[{k}]", idx, val, ub=(best_v - margin) / unit - mip.obj_constant)
-    finally:
-        del mip.rows[rows0:]
-    return best, best_v, least, solves
+        say("is the instance feasible?")
+        if feasible(set(names)):
+            return _answer(True, [], [], solves, t0, "the instance is feasible")
+        if not feasible(set()):
+            return _answer(False, [], [], solves, t0,
+                           "infeasible even without any constraint: no parallel layout satisfies the divisibility rules")
+        keep = list(names)
+        for k, name in enumerate(names):
+            say(f"deletion filter: constraint {k + 1} of {len(names)} ({name})")
+            if not feasible(set(keep) - {name}):
+                keep.remove(name)  # not needed for the conflict
+        conflicts = [by_name[n] for n in keep]
+        for c in conflicts:
+            say(f"least relaxation of {c.name}")
+            relaxations.append(_least_relaxation(problem, tables, c, set(names) - {c.name}, devices, solved))
+    except _Stopped as stop:
+        note = ("Ctrl-C" if stop.why == "interrupted" else "the time limit") + " stopped the explanation: "
+        note += ("the conflict listed is minimal; relaxations not listed are unknown" if relaxations or conflicts
+                 else "no conflict found yet")
+        out = _answer(False, [_describe(c) for c in conflicts], relaxations, solves, t0, note)
+        out.update(complete=False, interrupted=stop.why == "interrupted")
+        return out
+    return _answer(False, [_describe(c) for c in conflicts], relaxations, solves, t0, "")
+
+
+def _least_relaxation(problem: Problem, tables, c: Constraint, others: set[str], devices: int, solved) -> dict[str, Any]:
+    """The least violation of ``c`` over designs the model accepts under ``others``, its witness
+    and whether it is proven least."""
+    inst = problem.inst  # type: ignore[attr-defined]
+    # the audit states the whole system's power; the row (and the MIP) is per device
+    per_row = devices if c.name == "budget-system-power" else 1.0
+
+    def judge(design: dict[str, Any]) -> tuple[bool, float, Assessment | None]:
+        a = problem.assess(design)
+        ev = a.detail
+        ok = not ev.structural and all(x.ok for x in ev.audit if x.name in others)
+        (row,) = [x for x in ev.audit if x.name == c.name]
+        return ok, (row.value - row.limit) / per_row, a
+
+    comp = build(inst, tables, include=others, objective=c)
+    found = None if comp.empty_reason else solved(formulation_of(comp), judge, abs_tol=VIOLATION_ABS_TOL * abs(comp.objective_unit))
+    if found is None or found.best is None:
+        return {**_describe(c), "restores": False,
+                "note": "relaxing this one alone cannot restore feasibility: the other constraints conflict as well"}
+    delta = max(0.0, found.best_internal) * per_row
+    r = {**_describe(c), "violation_at_best": delta, "restores": True, "least": found.status == "optimal",
+         "witness": found.best.design, "new_limit": _new_limit(c, delta)}
+    if c.text:
+        workloads = [w.name for w in inst.workloads]
+        r["as_written"] = as_written(c.text, workloads, delta)
+        moved = written_relaxation(c.text, workloads, delta)
+        if moved is not None:  # in the budget's own unit (violation_at_best is the normalised row's)
+            r["relax_by_as_written"] = moved
+    return r
+
+
+def _answer(feasible: bool, conflicts, relaxations, solves: int, t0: float, note: str) -> dict[str, Any]:
+    return {"feasible": feasible, "conflicts": conflicts, "relaxations": relaxations, "solves": solves,
+            "seconds": time.perf_counter() - t0, "note": note, "complete": True, "interrupted": False}
 
 
 def _new_limit(c: Constraint, delta: float) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from codesign.kinds.base import Formulation
 from codesign.kinds.grid.space import Tables, build_tables, design_of
 from codesign.kinds.grid.spec import Instance
 from codesign.mip import linearize as lin
@@ -65,6 +66,36 @@ class Compiled:
         h = self.hw_rows[_chosen(values[self.x])]
         s = {w: int(self.sched_rows[w][_chosen(values[idx])]) for w, idx in self.y.items()}
         return design_of(self.inst, self.tables, int(h), s)
+
+
+def formulation_of(comp: Compiled) -> Formulation:
+    """The solve driver's view of a compiled grid MIP: the one-hots of the hardware design and of
+    each workload's schedule identify a design."""
+    inst, tables = comp.inst, comp.tables
+    if comp.empty_reason:
+        return Formulation(mip=comp.mip, objective_unit=comp.objective_unit, decode=comp.decode,
+                           design_vars=np.zeros(0, dtype=np.int64), empty_reason=comp.empty_reason,
+                           stats={**comp.mip.stats(), "pruned": dict(comp.pruned)})
+    first = {w: int(rows[0]) for w, rows in comp.sched_rows.items()}
+    hw_names = {d.name for d in inst.hardware_decisions}
+    owner = {int(v): ("hw", int(r)) for v, r in zip(comp.x, comp.hw_rows, strict=True)}
+    for w, ys in comp.y.items():
+        owner.update({int(v): (w, int(r)) for v, r in zip(ys, comp.sched_rows[w], strict=True)})
+
+    def describe(var: int) -> dict[str, Any]:
+        what, row = owner[var]
+        if what == "hw":
+            design = design_of(inst, tables, row, first)
+            return {k: v for k, v in design.items() if k in hw_names}
+        design = design_of(inst, tables, int(comp.hw_rows[0]), {**first, what: row})
+        names = {d.name for d in inst.schedule_decisions(what)}
+        return {k: v for k, v in design.items() if k in names}
+
+    return Formulation(
+        mip=comp.mip, objective_unit=comp.objective_unit, decode=comp.decode,
+        design_vars=np.concatenate([comp.x, *comp.y.values()]), onehot=True, integer_grid=comp.integer_grid,
+        stats={**comp.mip.stats(), "pruned": dict(comp.pruned)}, describe=describe,
+    )
 
 
 #: step of the integer grid, relative to each form's unit (forms are O(1) in their unit): every

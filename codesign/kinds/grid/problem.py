@@ -1,0 +1,153 @@
+"""The hardware/schedule grid kind: hardware knobs (DRAM layers, TSVs, clock, area, chip, pooled
+ports) and, per workload, the parallel layout and batch, each from a finite domain
+(``instances/*.toml``; schema :mod:`codesign.kinds.grid.spec`, MIP
+:mod:`codesign.kinds.grid.formulation`, formulations/codesign.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.markup import escape
+
+from codesign.kinds.base import (
+    Assessment,
+    AuditRow,
+    BruteForce,
+    DecisionInfo,
+    Formulation,
+    Lint,
+    Problem,
+    Sense,
+    register,
+)
+from codesign.kinds.grid import explain as grid_explain
+from codesign.kinds.grid import spec as grid_spec
+from codesign.kinds.grid.formulation import build, formulation_of
+from codesign.kinds.grid.generate import scaled_instance
+from codesign.kinds.grid.lints import lint
+from codesign.kinds.grid.space import brute_force, space_size
+from codesign.model.calibration import CalibrationSet
+from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_internal
+
+#: every ``evaluate`` metric of one workload that a multi-workload record lists per workload
+PER_WORKLOAD_HEADLINE = ("tokens_per_s", "ttft_s", "tpot_s", "energy_per_token_J")
+
+
+@register
+class Grid(Problem):
+    """A hardware/schedule instance: wraps :class:`codesign.kinds.grid.spec.Instance`."""
+
+    generator = staticmethod(scaled_instance)
+    kind: ClassVar[str] = "grid"
+    objectives: ClassVar[tuple[str, ...]] = tuple(OBJECTIVE_METRIC)
+    takes_budgets: ClassVar[bool] = True
+
+    def __init__(self, inst: grid_spec.Instance):
+        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
+        self.inst = inst
+
+    @classmethod
+    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Grid:
+        return cls(grid_spec.load_instance(str(path), calibration=calibration))
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> Grid:
+        return cls(grid_spec.instance_from_data(data, source=source, calibration=calibration))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.inst.spec.model_dump(mode="json")
+
+    # --- the question -----------------------------------------------------------------------
+    @property
+    def metric(self) -> str:
+        return self.inst.objective.metric
+
+    @property
+    def sense(self) -> Sense:
+        return self.inst.objective.resolved_sense  # type: ignore[return-value]
+
+    def decisions(self) -> list[DecisionInfo]:
+        return [DecisionInfo(d.name, tuple(d.domain)) for d in self.inst.decisions]
+
+    def space_size(self) -> int:
+        return space_size(self.inst)
+
+    def baseline(self) -> dict[str, Any]:
+        return self.inst.baseline()
+
+    # --- the model --------------------------------------------------------------------------
+    def parse_design(self, data: dict[str, Any], source: str = "design") -> dict[str, Any]:
+        return grid_spec.parse_design(self.inst, data, source=source)
+
+    def assess(self, design: dict[str, Any]) -> Assessment:
+        ev = evaluate(self.inst, design)
+        metrics = dict(ev.metrics)
+        if len(self.inst.workloads) > 1:
+            for w, vals in ev.workload_metrics.items():
+                metrics.update({f"{w}.{k}": v for k, v in vals.items()})
+        audit = tuple(AuditRow(a.name, a.value, a.limit, a.unit, a.ok) for a in ev.audit)
+        violations = tuple(f"layout rule broken: {s}" for s in ev.structural) + tuple(
+            f"{a.name}: {a.value:.6g} > {a.limit:.6g} {a.unit}".rstrip() for a in ev.audit if not a.ok)
+        return Assessment(dict(ev.design), ev.feasible, ev.objective, ev.internal_objective, metrics, violations,
+                          audit, ev)
+
+    def to_user(self, internal: float) -> float:
+        return objective_from_internal(self.inst, internal)
+
+    @property
+    def internal_description(self) -> str:
+        total = sum(w.weight for w in self.inst.workloads)
+        if self.metric == "tokens_per_s":
+            return (f"the weighted time per token, Σ weight x s/token over the workloads, in s: tokens/s = "
+                    f"{total:g} / it")
+        return f"Σ weight x {self.metric} over the workloads (SI): {self.metric} = it / {total:g}"
+
+    # --- the MIP ----------------------------------------------------------------------------
+    def formulate(self, solver: str) -> Formulation:
+        comp = build(self.inst, integer_grid=solver == "cpsat", decompose=True)
+        return formulation_of(comp)
+
+    def brute_force(self) -> BruteForce:
+        r = brute_force(self.inst)
+        best = None if r.design is None else self.assess(r.design)
+        return BruteForce(best, r.points, r.optimal_count)
+
+    # --- views -------------------------------------------------------------------------------
+    def lints(self) -> list[Lint]:
+        return [Lint(x.code, x.severity, x.message, dict(x.numbers)) for x in lint(self.inst)]  # type: ignore[arg-type]
+
+    def summary(self) -> dict[str, Any]:
+        inst = self.inst
+        return {
+            "workloads": [w.model_dump() for w in inst.workloads],
+            "system": inst.system.model_dump(),
+            "hardware": {"family": inst.hardware.family, "chip": inst.hardware.chip, "stack": inst.hardware.stack},
+            "budgets": inst.budgets.model_dump(exclude_none=True),
+        }
+
+    def render_summary(self, console: Any, summary: dict[str, Any]) -> None:
+        budgets = {k: v for k, v in summary["budgets"].items() if k != "custom"}
+        if budgets:
+            console.print("budgets: " + ", ".join(f"{k} <= {v:g}" for k, v in budgets.items()))
+        for b in summary["budgets"].get("custom", []):
+            console.print(f"budget {b['name']}: {b['expr']}")
+
+    def render_design(self, console: Any, assessment: Assessment) -> None:
+        shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in assessment.design.items())
+        console.print(f"design: {escape(shown)}", highlight=False)
+
+    # --- variants ------------------------------------------------------------------------------
+    def with_budgets(self, texts: list[str]) -> Grid:
+        return Grid(grid_spec.with_budgets(self.inst, texts)) if texts else self
+
+    def with_objective(self, metric: str | None) -> Grid:
+        return Grid(grid_spec.with_objective(self.inst, metric)) if metric is not None else self
+
+    def budget_texts(self) -> list[str]:
+        return [b.expr for b in self.inst.spec.budgets.custom if b.name.startswith("cli-")]
+
+    def explain(self, *, solver: str, time_limit: float | None, progress: Any = None) -> dict[str, Any]:
+        return grid_explain.explain(self, solver=solver, time_limit=time_limit, progress=progress)

@@ -1,0 +1,183 @@
+"""Re-checking records without trusting them: ``check-solution`` and ``check-certificate``.
+
+A record states its instance (``instance_data``), the calibration it was evaluated under, a design
+and what follows from them. The check rebuilds the problem from the record alone (so it runs from
+any directory), confirms the content hash, re-evaluates the design with the model and re-derives
+every field the record states; any field that differs — design, objective, metrics, audit, bound,
+gap, statement, objective name or sense, instance — fails the check. A certificate's bound is
+re-derived from its witness (the optimal design of the solve that proved it) or, without one or on
+request (``resolve``), by solving again.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import InputError, ModelError
+from codesign.jsonio import jsonable, read_json
+from codesign.kinds.base import Problem
+from codesign.kinds.registry import from_data, load, named_paths
+from codesign.model.calibration import SHIPPED_NAME, CalibrationSet, load_calibration
+from codesign.proof import certify as certify_mod
+from codesign.proof import records
+from codesign.proof.driver import solve
+from codesign.proof.tolerances import AGREEMENT_RTOL, CONFIRM_RTOL, RECHECK_RTOL
+
+#: fields a re-check does not compare (when and where the record was made)
+UNCHECKED = frozenset({"provenance", "time_s", "build_s", "solve_s", "instance_source"})
+
+
+def problem_of(rec: records.Record, path: Path | str) -> Problem:
+    """The problem a record answers, from the record alone; InputError when its calibration is a
+    file that is not here, ValueError-like InputError when its content was edited."""
+    calibration = _calibration_of(rec, path)
+    problem = from_data(rec.instance_data, source=f"{path} (instance_data)", calibration=calibration)
+    if problem.content_hash != rec.instance_hash:
+        raise _Edited("the instance content does not match its hash (instance_data or instance_hash was edited)")
+    return problem
+
+
+class _Edited(Exception):
+    """A record field that cannot be what the record says."""
+
+
+def _calibration_of(rec: records.Record, path: Path | str) -> CalibrationSet:
+    if rec.calibration == SHIPPED_NAME:
+        return load_calibration(None)
+    cal = Path(rec.calibration)
+    if not cal.is_file():
+        raise InputError("the record was made under a calibration file that is not here", file=path,
+                         key="calibration", value=rec.calibration,
+                         suggestion="copy that file to the path, or re-create the record")
+    return load_calibration(cal)
+
+
+def differences(stated: Any, derived: Any, where: str = "") -> list[str]:
+    """Where two JSON values differ (floats to RECHECK_RTOL relative; NaN equals nothing)."""
+    if isinstance(stated, dict) and isinstance(derived, dict):
+        out = []
+        for k in sorted(set(stated) | set(derived)):
+            if where == "" and k in UNCHECKED:
+                continue
+            key = f"{where}.{k}" if where else str(k)
+            if k not in stated or k not in derived:
+                out.append(f"{key}: {'missing' if k not in stated else 'not derived'}")
+            else:
+                out += differences(stated[k], derived[k], key)
+        return out
+    if isinstance(stated, list) and isinstance(derived, list):
+        if len(stated) != len(derived):
+            return [f"{where}: {len(stated)} entries, {len(derived)} derived"]
+        return [d for i, (a, b) in enumerate(zip(stated, derived, strict=True)) for d in differences(a, b, f"{where}[{i}]")]
+    if _number(stated) and _number(derived):
+        a, b = float(stated), float(derived)
+        if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= RECHECK_RTOL * max(abs(a), abs(b))):
+            return []
+        return [f"{where}: stated {stated!r}, derived {derived!r}"]
+    return [] if stated == derived and type(stated) is type(derived) else [f"{where}: stated {stated!r}, derived {derived!r}"]
+
+
+def _number(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int | float):
+        return True
+    return isinstance(x, str) and x in ("inf", "-inf")
+
+
+def check_solution(path: str | Path) -> dict[str, Any]:
+    """Re-verify a stored solution without solving: its instance, its design with the model, every
+    stated field; an optimal solution's bound is its verified objective. Also reports whether the
+    named instance of the same name still has this content."""
+    path = Path(path)
+    raw = read_json(path)
+    rec = records.read_record(path, expected=records.Solution)
+    try:
+        problem = problem_of(rec, path)
+    except _Edited as exc:
+        return _report(False, [str(exc)], "")
+    problems: list[str] = []
+    if rec.design is not None:
+        a = problem.assess(problem.parse_design(rec.design, source=str(path)))
+        derived = records.evaluation(problem, a).as_dict()
+        stated = {k: raw.get(k) for k in derived if k not in ("record",)}
+        problems += differences(stated, {k: v for k, v in derived.items() if k != "record"})
+        if rec.status == "optimal" and (rec.bound is None or not _ties(rec.bound, a.objective)):
+            problems.append(f"bound: an optimal solution's bound is its verified objective {a.objective!r}, stated {rec.bound!r}")
+        if rec.status in ("optimal", "feasible") and not a.feasible:
+            problems.append("the design is infeasible for the model")
+        gap = records.user_gap(problem.sense, a.objective, rec.bound)
+        problems += differences({"gap": raw.get("gap")}, jsonable({"gap": gap}))
+    elif rec.status not in ("infeasible", "no_solution", "error"):
+        problems.append(f"status {rec.status} without a design")
+    named = named_paths().get(rec.instance)
+    drift = ""
+    if named is not None:
+        current = load(named, calibration=problem.calibration)
+        if current.content_hash != rec.instance_hash:
+            problems.append(f"the named instance {rec.instance} ({named}) has changed since the solution was written")
+        drift = f" (the named instance {rec.instance} is unchanged)" if current.content_hash == rec.instance_hash else ""
+    what = f"{rec.status} {rec.objective_metric} = {rec.objective!r}" if rec.objective is not None else rec.status
+    return _report(not problems, problems, f"{what} reproduced by the model{drift}", objective=rec.objective, status=rec.status)
+
+
+def _ties(bound: float, objective: float) -> bool:
+    return abs(bound - objective) <= CONFIRM_RTOL * max(abs(objective), 1e-300) or bound == objective
+
+
+def check_certificate(path: str | Path, *, resolve: bool = False, solver: str = "highs",
+                      time_limit: float | None = None) -> dict[str, Any]:
+    """Re-derive a certificate (module docstring); ``resolve`` also solves again to confirm that
+    the bound's witness is optimal (a certificate without a witness is always re-solved)."""
+    path = Path(path)
+    raw = read_json(path)
+    rec = records.read_record(path, expected=records.Certificate)
+    try:
+        problem = problem_of(rec, path)
+    except _Edited as exc:
+        return _report(False, [str(exc)], "")
+    problems: list[str] = []
+    a = problem.assess(problem.parse_design(rec.design or {}, source=str(path)))
+    src = rec.bound_source
+    bound: float | None = None
+    how = ""
+    if src.witness is not None:
+        w = problem.assess(problem.parse_design(src.witness, source=f"{path} bound_source.witness"))
+        if not w.feasible:
+            problems.append("bound_source.witness: the witness design is infeasible")
+        bound = w.objective
+        how = "the bound is the model's objective of its witness"
+        if src.optimum is None or not _ties(src.optimum, w.objective):
+            problems.append(f"bound_source.optimum: stated {src.optimum!r}, the witness's objective is {w.objective!r}")
+    if src.witness is None or resolve:
+        sol = solve(problem, solver=solver, time_limit=time_limit)
+        if sol.termination.startswith("interrupted"):
+            raise KeyboardInterrupt
+        if sol.status == "optimal":
+            if bound is not None and not _ties(bound, sol.objective or 0.0) and \
+                    abs(bound - (sol.objective or 0.0)) > AGREEMENT_RTOL * abs(bound):
+                problems.append(f"bound: the witness's objective {bound!r} is not the optimum {sol.objective!r}")
+            bound = sol.objective if bound is None else bound
+            how = "re-solved to optimality" if src.witness is None else how + "; re-solved: it is the optimum"
+        elif src.witness is None:
+            return _report(False, [f"the bound has no witness and the re-solve ended {sol.status} ({sol.termination}): "
+                                   "it could not be re-derived; give more time"], "")
+    try:
+        derived = certify_mod.build(problem, a, bound, src)
+    except ModelError as exc:  # the design beats the re-derived bound: a forged witness
+        return _report(False, [str(exc)], "")
+    derived_dict = derived.as_dict()
+    problems += differences({k: raw.get(k) for k in derived_dict}, derived_dict)
+    extra = sorted(set(raw) - set(derived_dict))
+    problems += [f"{k}: not a certificate field" for k in extra]
+    gap = derived.gap
+    message = f"certificate re-derived ({how}): {derived.statement}" if not problems else ""
+    return _report(not problems, problems, message, gap=gap, bound=bound)
+
+
+def _report(ok: bool, problems: list[str], message: str, **extra: Any) -> dict[str, Any]:
+    return {"ok": ok, "problems": problems,
+            "message": message if ok else "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""),
+            **extra}

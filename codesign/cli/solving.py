@@ -171,7 +171,7 @@ def check_solution_cmd(
 @handles_errors
 def check_certificate_cmd(
     file: Annotated[Path, typer.Argument(help="a certificate written by `certify -o`")],
-    resolve: Annotated[bool, typer.Option("--resolve", help="also solve again to confirm the bound is the optimum")] = False,
+    prove: Annotated[bool, typer.Option("--prove/--no-prove", help="prove the bound again with one solve (default); --no-prove: only what the model re-derives")] = True,
     solver: SolverOpt = "highs",
     time_limit: TimeLimitOpt = None,
     as_json: JsonOpt = False,
@@ -179,7 +179,7 @@ def check_certificate_cmd(
     """Re-derive a certificate from its instance and design: any edited field fails (exit 3)."""
     check_solver(solver)
     check_limits(time_limit)
-    _report(check_certificate(file, resolve=resolve, solver=solver, time_limit=time_limit), as_json, f"{file}: ")
+    _report(check_certificate(file, prove=prove, solver=solver, time_limit=time_limit), as_json, f"{file}: ")
 
 
 def _report(report: dict[str, Any], as_json: bool, prefix: str = "") -> None:

@@ -4,9 +4,10 @@ A record states its instance (``instance_data``), the calibration it was evaluat
 and what follows from them. The check rebuilds the problem from the record alone (so it runs from
 any directory), confirms the content hash, re-evaluates the design with the model and re-derives
 every field the record states; any field that differs — design, objective, metrics, audit, bound,
-gap, statement, objective name or sense, instance — fails the check. A certificate's bound is
-re-derived from its witness (the optimal design of the solve that proved it) or, without one or on
-request (``resolve``), by solving again.
+gap, statement, objective name or sense, instance — fails the check. A certificate's bound is the
+model's objective of its witness (the optimal design of the solve that proved it), and that the
+witness is optimal is proved again by one solve that asks for a better design; a bound without a
+witness (a time-limited solve) is re-derived by solving.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from codesign.kinds.registry import from_data, load, named_paths
 from codesign.model.calibration import SHIPPED_NAME, CalibrationSet, load_calibration
 from codesign.proof import certify as certify_mod
 from codesign.proof import records
-from codesign.proof.driver import solve
-from codesign.proof.tolerances import AGREEMENT_RTOL, CONFIRM_RTOL, RECHECK_RTOL
+from codesign.proof.driver import confirm_optimal, solve
+from codesign.proof.tolerances import CONFIRM_RTOL, RECHECK_RTOL
 
 #: fields a re-check does not compare (when and where the record was made)
 UNCHECKED = frozenset({"provenance", "time_s", "build_s", "solve_s", "instance_source"})
@@ -127,10 +128,12 @@ def _ties(bound: float, objective: float) -> bool:
     return abs(bound - objective) <= CONFIRM_RTOL * max(abs(objective), 1e-300) or bound == objective
 
 
-def check_certificate(path: str | Path, *, resolve: bool = False, solver: str = "highs",
+def check_certificate(path: str | Path, *, prove: bool = True, solver: str = "highs",
                       time_limit: float | None = None) -> dict[str, Any]:
-    """Re-derive a certificate (module docstring); ``resolve`` also solves again to confirm that
-    the bound's witness is optimal (a certificate without a witness is always re-solved)."""
+    """Re-derive a certificate (module docstring). With ``prove`` (the default) the bound is
+    proved again: a solve asks for a design better than the witness (a certificate without a
+    witness is re-solved and its bound must hold); without it, only what the model derives is
+    checked and the report says the optimality was not re-proved."""
     path = Path(path)
     raw = read_json(path)
     rec = records.read_record(path, expected=records.Certificate)
@@ -142,39 +145,63 @@ def check_certificate(path: str | Path, *, resolve: bool = False, solver: str = 
     a = problem.assess(problem.parse_design(rec.design or {}, source=str(path)))
     src = rec.bound_source
     bound: float | None = None
-    how = ""
     if src.witness is not None:
         w = problem.assess(problem.parse_design(src.witness, source=f"{path} bound_source.witness"))
         if not w.feasible:
             problems.append("bound_source.witness: the witness design is infeasible")
         bound = w.objective
-        how = "the bound is the model's objective of its witness"
         if src.optimum is None or not _ties(src.optimum, w.objective):
             problems.append(f"bound_source.optimum: stated {src.optimum!r}, the witness's objective is {w.objective!r}")
-    if src.witness is None or resolve:
+        how = "the bound is the model's objective of its witness"
+        if prove and not problems:
+            r = confirm_optimal(problem, w.internal, solver=solver, time_limit=time_limit)
+            if r.interrupted:
+                raise KeyboardInterrupt
+            if r.best is not None:
+                problems.append(f"bound: a design beats the witness ({problem.metric} {r.best.objective!r} against "
+                                f"{w.objective!r}): {r.best.design}")
+            elif r.status != "infeasible":
+                problems.append(f"bound: not re-proved ({r.status}: {r.termination}); give more --time-limit")
+            else:
+                how += f", proved again by {solver} (no design beats it by more than {CONFIRM_RTOL:g})"
+        elif not prove:
+            how += "; its optimality was not re-proved (--no-prove)"
+    else:
+        if not prove:
+            return _report(False, ["bound: a bound without a witness can be re-derived only by solving (drop --no-prove)"], "")
         sol = solve(problem, solver=solver, time_limit=time_limit)
         if sol.termination.startswith("interrupted"):
             raise KeyboardInterrupt
-        if sol.status == "optimal":
-            if bound is not None and not _ties(bound, sol.objective or 0.0) and \
-                    abs(bound - (sol.objective or 0.0)) > AGREEMENT_RTOL * abs(bound):
-                problems.append(f"bound: the witness's objective {bound!r} is not the optimum {sol.objective!r}")
-            bound = sol.objective if bound is None else bound
-            how = "re-solved to optimality" if src.witness is None else how + "; re-solved: it is the optimum"
-        elif src.witness is None:
-            return _report(False, [f"the bound has no witness and the re-solve ended {sol.status} ({sol.termination}): "
-                                   "it could not be re-derived; give more time"], "")
+        stated = rec.bound
+        holds = _bound_holds(problem.sense, stated, sol)
+        if holds is False:
+            problems.append(f"bound: stated {stated!r}, but {solver} finds {problem.metric} {sol.objective!r}")
+        elif holds is None:
+            problems.append(f"bound: not re-proved ({sol.status}: {sol.termination}); give more --time-limit")
+        bound = stated
+        how = f"the bound has no witness; re-solved by {solver} ({sol.status}): it holds"
     try:
         derived = certify_mod.build(problem, a, bound, src)
     except ModelError as exc:  # the design beats the re-derived bound: a forged witness
         return _report(False, [str(exc)], "")
     derived_dict = derived.as_dict()
     problems += differences({k: raw.get(k) for k in derived_dict}, derived_dict)
-    extra = sorted(set(raw) - set(derived_dict))
-    problems += [f"{k}: not a certificate field" for k in extra]
-    gap = derived.gap
+    problems += [f"{k}: not a certificate field" for k in sorted(set(raw) - set(derived_dict))]
     message = f"certificate re-derived ({how}): {derived.statement}" if not problems else ""
-    return _report(not problems, problems, message, gap=gap, bound=bound)
+    return _report(not problems, problems, message, gap=derived.gap, bound=bound)
+
+
+def _bound_holds(sense: str, stated: float | None, sol: records.Solution) -> bool | None:
+    """Does a stated bound hold, given a new solve? False when a verified design beats it, True
+    when the solve's proven bound is at least as tight, None when the solve could not tell."""
+    if stated is None:
+        return None
+    better = (lambda x, y: x > y * (1 + CONFIRM_RTOL)) if sense == "max" else (lambda x, y: x < y * (1 - CONFIRM_RTOL))
+    if sol.objective is not None and better(sol.objective, stated):
+        return False
+    if sol.bound is not None and not better(sol.bound, stated):
+        return True
+    return None
 
 
 def _report(ok: bool, problems: list[str], message: str, **extra: Any) -> dict[str, Any]:

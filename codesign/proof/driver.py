@@ -129,14 +129,20 @@ def run(
     verbose: bool = False,
     abs_tol: float = 0.0,
     confirm_infeasible: Callable[[float | None], None] | None = None,
+    cutoff: float | None = None,
 ) -> Run:
     """Solve ``form`` exactly (module docstring). ``judge`` is the model's verdict on a design;
     ``abs_tol`` floors the tie tolerances for objectives near zero (a violation to minimise);
     ``progress`` receives internal values; ``confirm_infeasible(time_left)`` is called when the
-    first round says infeasible (it raises ModelError if another solver finds a design)."""
+    first round says infeasible (it raises ModelError if another solver finds a design);
+    ``cutoff`` (internal) keeps only designs whose objective is at most it: with it, "infeasible"
+    proves that no design is that good."""
     mip, unit = form.mip, form.objective_unit
     feasibility_only = len(mip.obj_idx) == 0
     mark = mip.checkpoint()
+    if cutoff is not None:
+        idx, val = lin.add((mip.obj_idx, mip.obj_val))
+        mip.add_row("driver-cutoff[given]", idx, val, ub=cutoff / unit - mip.obj_constant)
     opts: dict[str, Any] = {**form.backend_options.get(solver, {}), "verbose": verbose}
     if threads is not None:
         opts["threads"] = threads
@@ -191,6 +197,8 @@ def run(
                 status = "feasible" if best else res.status
                 break
             accepted, f, assessment = judge(form.decode(x))
+            # a solver meets the cutoff row within its tolerance; the model decides
+            accepted = accepted and (cutoff is None or f <= cutoff)
             if accepted:
                 claimed = res.objective * unit if res.objective is not None and res.x is not None else None
                 if claimed is not None and not form.integer_grid and res.rounding is None:
@@ -262,21 +270,28 @@ def judge_problem(problem: Problem) -> Judge:
     return judge
 
 
-def confirm_with_highs(problem: Problem) -> Callable[[float | None], None]:
-    """CP-SAT's word that nothing is feasible, checked by HiGHS on the real-valued MIP: a design
-    HiGHS finds and the model accepts makes it a solver disagreement (ModelError)."""
+def confirm_with_highs(problem: Problem, cutoff: float | None = None) -> Callable[[float | None], None]:
+    """CP-SAT's word that nothing is feasible (nothing at most ``cutoff``, internal), checked by
+    HiGHS on the real-valued MIP: a design HiGHS finds and the model accepts (within the cutoff)
+    makes it a solver disagreement (ModelError)."""
 
     def confirm(time_left: float | None) -> None:
         plain = problem.formulate("highs")
         if plain.empty_reason:
             return
-        res = backend_solve(plain.mip, "highs", **({} if time_left is None else {"time_limit": time_left}))
+        mip = plain.mip
+        if cutoff is not None:
+            idx, val = lin.add((mip.obj_idx, mip.obj_val))
+            mip.add_row("cpsat-check-cutoff", idx, val, ub=cutoff / plain.objective_unit - mip.obj_constant)
+        res = backend_solve(mip, "highs", **({} if time_left is None else {"time_limit": time_left}))
         if res.x is None:
             return
         design = plain.decode(res.x)
-        if problem.assess(design).feasible:
-            raise ModelError(f"CP-SAT says no design of {problem.name} is feasible, but HiGHS finds {design}, "
-                             "which the model accepts: a CP-SAT wrong answer; solve with --solver highs")
+        a = problem.assess(design)
+        if a.feasible and (cutoff is None or a.internal <= cutoff):
+            raise ModelError(f"CP-SAT says no design of {problem.name} is feasible{'' if cutoff is None else ' within the cutoff'}, "
+                             f"but HiGHS finds {design}, which the model accepts: a CP-SAT wrong answer; solve with "
+                             "--solver highs")
 
     return confirm
 
@@ -343,6 +358,19 @@ def _to_user(problem: Problem) -> Callable[[float | None], float | None]:
         return problem.to_user(v)
 
     return convert
+
+
+def confirm_optimal(problem: Problem, internal: float, *, solver: str = "highs",
+                    time_limit: float | None = None) -> Run:
+    """Is ``internal`` (a design's internal objective) the optimum? One solve for a design better
+    by more than ``CONFIRM_RTOL``, judged by the model: status "infeasible" proves it is (ties
+    within the tolerance aside); a best design refutes it; anything else leaves it open."""
+    form = problem.formulate(solver)
+    if form.empty_reason:
+        return Run("infeasible", None, math.inf, None, 0, 0, 0.0, 0, None, f"presolve: {form.empty_reason}")
+    margin = max(CONFIRM_RTOL * abs(internal), 0.0)
+    return run(form, judge_problem(problem), solver, time_limit=time_limit, cutoff=internal - margin,
+               confirm_infeasible=confirm_with_highs(problem, internal - margin) if solver == "cpsat" else None)
 
 
 def cross_check(a: records.Solution, b: records.Solution, rtol: float = AGREEMENT_RTOL) -> dict[str, Any]:

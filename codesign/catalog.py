@@ -29,6 +29,7 @@ from typing import Literal, TypeVar, get_args
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from codesign.errors import InputError, did_you_mean
+from codesign.names import alias_index, resolve_name
 from codesign.paths import catalog_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -131,7 +132,7 @@ class Chip(CatalogEntry):
     aliases: list[str] = Field(default_factory=list)
     #: calibration family (VALIDATION.md §4): chips with the same die, power limit and TP fabric,
     #: fitted as one and sharing one calibration; a chip without its own calibration table takes
-    #: its family's (``hardware.calibration_for``). None: a family of its own
+    #: its family's (``CalibrationSet.for_chip``). None: a family of its own
     family: str | None = Field(default=None, min_length=1)
     assumptions: list[str] = Field(default_factory=list)
 
@@ -448,8 +449,6 @@ def load_chip(id_or_path: str | Path) -> Chip:
 
 @cache
 def _chip_names() -> tuple[dict[str, list[str]], dict[str, set[str]]]:
-    from codesign.names import alias_index
-
     entries = {cid: load_chip(cid).aliases for cid in list_ids("chips")}
     return entries, alias_index(entries, release_tags=False)
 
@@ -458,8 +457,6 @@ def resolve_chip(name: str) -> str | None:
     """The chip id ``name`` stands for: the id itself or one of a chip's ``aliases``, compared
     after ``codesign.names.normalized_name`` (no release tags: GPU names end in model numbers);
     None if it names no chip or more than one."""
-    from codesign.names import resolve_name
-
     entries, index = _chip_names()
     return resolve_name(name, entries, release_tags=False, index=index)
 

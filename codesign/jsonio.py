@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from codesign.errors import InputError
+
 
 def jsonable(x: Any) -> Any:
     """Plain-JSON copy: numpy scalars/arrays unwrapped, NaN -> None, ±inf -> "inf"/"-inf"."""
@@ -51,8 +53,6 @@ _PATH_ERRORS = (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EI
 
 
 def _path_error(exc: OSError, path: Path) -> Exception:
-    from codesign.errors import InputError
-
     if exc.errno in _PATH_ERRORS:
         return InputError(f"cannot write here: {exc.strerror or exc}", file=path,
                           suggestion="choose a directory you can write to")
@@ -66,8 +66,6 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     one: those a plain write gives it), or removed if the block raised. A path that cannot be
     written is bad input (``InputError``: the path and the system's reason); a full disk or an I/O
     error is not, and propagates."""
-    from codesign.errors import InputError
-
     path = Path(path)
     if path.is_dir():
         raise InputError("cannot write a file: the path is a directory", file=path,
@@ -98,8 +96,6 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    from codesign.errors import InputError
-
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", file=path)

@@ -12,6 +12,8 @@ import os
 from functools import cache
 from pathlib import Path
 
+from codesign.errors import InputError
+
 #: environment variable naming a directory of named instances and its ``catalog/``
 INSTANCES_ENV = "CODESIGN_INSTANCES"
 
@@ -23,8 +25,6 @@ def instances_dir() -> Path:
     if chosen:
         path = Path(chosen).expanduser()
         if not (path / "catalog").is_dir():
-            from codesign.errors import InputError
-
             raise InputError("not a directory of instances with a catalog/", file=path, key=f"${INSTANCES_ENV}",
                              expected="a copy of the repository's instances/ (named instances and catalog/)")
         return path

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from codesign import __version__
 from codesign.errors import InputError
-from codesign.jsonio import jsonable, read_json, write_text_atomic
+from codesign.jsonio import dumps, jsonable, read_json, write_text_atomic
 from codesign.kinds.base import Assessment, Problem
 from codesign.proof.tolerances import table as tolerance_table
 
@@ -253,8 +253,6 @@ def save(record: Record, directory: str | Path) -> Path:
         raise InputError("an instance name that is not a file name", key="name", value=name,
                          expected="letters, digits, '-', '_' and '.' (not leading)")
     path = directory / f"{name}.json"
-    from codesign.jsonio import dumps
-
     write_text_atomic(path, dumps(record.as_dict()) + "\n")
     write_ledger(directory)
     return path

@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from codesign.kinds.base import Formulation
-from codesign.kinds.grid.space import Tables, build_tables, design_of
+from codesign.kinds.grid.space import Tables, build_tables, design_of, hardware_values
 from codesign.kinds.grid.spec import Instance
 from codesign.mip import linearize as lin
 from codesign.mip.program import MIP
 from codesign.model.evaluate import (
+    WORKLOAD_METRICS,
     Constraint,
     Form,
     constraint_lhs,
@@ -304,8 +305,6 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     pairs, when a constraint couples workloads, or when no design is feasible (the MIP then
     proves infeasibility itself).
     """
-    from codesign.kinds.grid.space import hardware_values
-
     inst, tables = comp.inst, comp.tables
     names = {w.name for w in inst.workloads}
     if any(c.workload is not None and c.workload not in names for c in cons):
@@ -489,8 +488,6 @@ def add_objective(comp: Compiled, base: dict) -> None:
 
 def _baseline_units(inst: Instance, tables: Tables) -> dict[tuple[str, str], float]:
     """Each workload metric's value at a representative design (its unit in the MIP)."""
-    from codesign.model.evaluate import WORKLOAD_METRICS
-
     out: dict[tuple[str, str], float] = {}
     hw = tables.hw
     # only the units that are read: the objective's metrics and the per-workload constraints

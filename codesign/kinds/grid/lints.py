@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from codesign import catalog
 from codesign.kinds.grid.spec import Instance
 
 GBps = 1e9
@@ -31,8 +32,6 @@ def lint(inst: Instance) -> list[Lint]:
     out: list[Lint] = []
     sysm = inst.system
     if sysm.appliance:
-        from codesign import catalog
-
         app = catalog.load_appliance(sysm.appliance)
         port = app.port_bandwidth_GBps
         switch = app.switching_capacity_GBps

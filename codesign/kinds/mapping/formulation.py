@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codesign.mip.program import MIP
-from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem
+from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem, evaluate_mapping
 
 TIME_UNIT_S = 1e-6
 #: the model's feasibility rule: a value up to RELAX x its limit holds (float round-off only)
@@ -130,8 +130,6 @@ def time_cap_s(p: MappingProblem) -> float:
     (the greedy design), else the generic bound :func:`_time_ub`. Exact for optimisation: the
     optimum is never worse than a feasible design. Tokens/s: T <= T_greedy. Energy: the static
     part alone gives E >= P_static·T/m, so E <= E_greedy implies T <= E_greedy·m/P_static."""
-    from codesign.model.mapping import evaluate_mapping
-
     generic = _time_ub(p)
     ev = evaluate_mapping(p, greedy_design(p))
     if not ev.feasible:

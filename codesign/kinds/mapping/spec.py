@@ -19,9 +19,11 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
+from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import Precision
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -159,42 +161,6 @@ def list_mapping_instances(kind: str = "mapping") -> list[str]:
     return sorted(p.stem for p in d.glob("*.toml") if load_toml(p).get("kind") == kind)
 
 
-#: instance kinds handled outside the hardware/schedule instance format, and the module with
-#: their command-line views (``instance_rows, summary, print_summary, evaluate, solve``)
-KIND_COMMANDS = {"mapping": "codesign.kinds.mapping.commands", "placement": "codesign.kinds.placement.commands"}
-
-
-def instance_kind(name_or_path: str) -> str | None:
-    """The ``kind`` of a mapping-family instance (by name in instances/mapping/ or by file),
-    None for a hardware/schedule instance."""
-    p = Path(name_or_path)
-    if not (p.suffix == ".toml" and p.exists()):
-        p = mapping_dir() / f"{name_or_path}.toml"
-        if not p.exists():
-            return None
-    try:
-        kind = load_toml(p).get("kind")
-    except InputError:
-        return None
-    if kind is not None and kind not in KIND_COMMANDS:  # else it would be read as a hardware instance
-        raise InputError("unknown instance kind", file=p, key="kind", value=kind,
-                         expected=f"{' | '.join(KIND_COMMANDS)}, or no kind for a hardware/schedule instance",
-                         suggestion=did_you_mean(str(kind), list(KIND_COMMANDS)))
-    return kind
-
-
-def is_mapping_source(name_or_path: str) -> bool:
-    """True if ``name_or_path`` names a mapping-family instance (any kind in KIND_COMMANDS)."""
-    return instance_kind(name_or_path) is not None
-
-
-def commands_for(name_or_path: str):
-    """The command module of the instance's kind."""
-    import importlib
-
-    return importlib.import_module(KIND_COMMANDS[instance_kind(name_or_path)])
-
-
 def family_path(name_or_path: str, kind: str) -> Path:
     """A .toml path as given, else the named instance of ``kind`` in instances/mapping/."""
     p = Path(name_or_path)
@@ -224,9 +190,6 @@ def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None,
 
 
 def _check_references(spec: MappingFile, source: Path | str | None) -> None:
-    from codesign import catalog
-    from codesign.model.workload import layer_weight_params, load_workload
-
     try:
         w = load_workload(spec.workload.workload)
     except InputError as exc:

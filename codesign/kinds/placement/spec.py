@@ -16,10 +16,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
+from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import Precision
 from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.placement import zipf_weights
+from codesign.model.workload import load_workload
 from codesign.schema import Strict, load_toml, validate
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
@@ -141,9 +144,6 @@ def placement_from_data(raw: dict[str, Any], *, source: Path | str | None = None
 
 
 def _check_references(spec: PlacementFile, source: Path | str | None) -> None:
-    from codesign import catalog
-    from codesign.model.workload import load_workload
-
     wl = spec.workload
     try:
         w = load_workload(wl.workload)
@@ -218,8 +218,6 @@ def generate_placement(
     levels times devices: 2 levels on 64 devices prove in seconds; 4 levels on 64 devices left a
     1.8 % gap after 90 s with both solvers (formulations/placement.md §7).
     """
-    from codesign.model.workload import load_workload
-
     rng = np.random.default_rng(seed)
     w = load_workload(workload)
     E = experts or w.moe.num_experts
@@ -235,8 +233,6 @@ def generate_placement(
             dev["domains"] = [len(x) for x in np.array_split(np.arange(devices), domains)]
     routing: dict[str, Any] = {"profile": "uniform", "source": "generated: uniform routing"}
     if zipf_exponent is not None:
-        from codesign.model.placement import zipf_weights
-
         wts = zipf_weights(E, zipf_exponent, levels)
         order = rng.permutation(E)
         per_expert = np.empty(E)

@@ -525,19 +525,31 @@ def _result(
     )
 
 
-#: characters an exported MPS/LP name keeps; others become "_" (LP readers reject ':' and spaces)
-_NAME_OK = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.[]()")
+#: characters an exported MPS/LP name keeps (HiGHS's LP writer falls back to c0, c1, ... for every
+#: column when one name has a bracket, a colon or a comma); brackets become parentheses
+_NAME_OK = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.()")
 
 
-def export_name(name: str) -> str:
-    """The name a column or row is written under in an MPS/LP file."""
-    return "".join(c if c in _NAME_OK else "_" for c in name)
+def export_names(names: list[str]) -> list[str]:
+    """The names columns or rows are written under in an MPS/LP file: brackets as parentheses,
+    other characters LP readers reject as ``_``, and a ``~k`` suffix where two would collide."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for name in names:
+        base = "".join(c if c in _NAME_OK else "_" for c in name.replace("[", "(").replace("]", ")"))
+        written, k = base, 1
+        while written in seen:
+            k += 1
+            written = f"{base}_{k}"
+        seen.add(written)
+        out.append(written)
+    return out
 
 
 def export(mip: MIP, path: str | Path, fmt: str) -> dict[str, Any]:
     """Write ``mip`` as MPS or LP exactly as built: indicator rows as the big-M rows the HiGHS
     backend solves (M from the variables' bounds), the objective and every row unscaled, each
-    column and row under its MIP name (:func:`export_name`). Returns the names written, by MIP
+    column and row under its MIP name (:func:`export_names`). Returns the names written, by MIP
     variable and row, for the caller's legend."""
     model = lower(mip)
     unscale = np.repeat(1.0 / model.row_scale, np.diff(model.start))
@@ -547,8 +559,8 @@ def export(mip: MIP, path: str | Path, fmt: str) -> dict[str, Any]:
         model.row_upper = model.row_upper / model.row_scale
     model.cost = model.cost / model.objective_scale
     model.offset = model.offset / model.objective_scale
-    model.col_names = [export_name(n) for n in model.col_names]
-    model.row_names = [export_name(n) for n in model.row_names]
+    model.col_names = export_names(model.col_names)
+    model.row_names = export_names(model.row_names)
     h = new_highs()
     h.setOptionValue("output_flag", False)
     if _pass_model(h, model) == highspy.HighsStatus.kError:

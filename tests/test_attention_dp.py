@@ -25,21 +25,24 @@ from __future__ import annotations
 
 import pytest
 
-from codesign import validate as V
+from codesign.calibration.engine import evaluate_row, max_batch, row_instance, skip_reason
+from codesign.calibration.rows import Row, read_rows
 from codesign.errors import InputError
+from codesign.kinds.grid.spec import load_instance
 from codesign.model.schedule import schedule_table, structural_reason
 from codesign.model.workload import load_workload
+from codesign.paths import instances_dir
 
 
-def qwen_row(adp: int, batch: int = 64, tp: int = 8) -> V.Row:
-    return V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, tp, 1, tp, adp, "fp8", 1000, 1000, batch,
+def qwen_row(adp: int, batch: int = 64, tp: int = 8) -> Row:
+    return Row("q", "qwen3-235b-a22b", "h200-sxm", 8, tp, 1, tp, adp, "fp8", 1000, 1000, batch,
                  "output_tokens_per_s", 1.0)
 
 
 def features(adp: int) -> tuple[dict, dict]:
     r = qwen_row(adp)
-    m = V.evaluate_row(r, 64).workload_metrics["main"]
-    t = schedule_table(V.row_instance(r, 64), "main")
+    m = evaluate_row(r, 64).workload_metrics["main"]
+    t = schedule_table(row_instance(r, 64), "main")
     return m, {k: float(v[0]) for k, v in t.features.items()}
 
 
@@ -89,20 +92,18 @@ def test_structural_rules_of_attention_dp():
 
 
 def test_validation_maps_attention_dp_over_the_whole_group_and_skips_a_partial_one():
-    assert V.skip_reason(qwen_row(8)) is None
+    assert skip_reason(qwen_row(8)) is None
     assert qwen_row(8).batch_step == 8 and qwen_row(1).batch_step == 1
-    why = V.skip_reason(qwen_row(2))
+    why = skip_reason(qwen_row(2))
     assert why is not None and "part of the TP group" in why
     # the batch of an offline row is a multiple of TP x PP under attention DP
-    r = V.Row("q", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0,
+    r = Row("q", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, None, "output_tokens_per_s", 1.0,
               num_requests=3000)
-    assert V.max_batch(r).batch % 8 == 0
+    assert max_batch(r).batch % 8 == 0
 
 
 def test_attention_dp_is_an_optional_decision_with_a_boolean_domain(tmp_path):
-    from codesign.kinds.grid.spec import load_instance
-
-    text = (V.REPO_ROOT / "instances" / "dgx-llama70b-chip-choice.toml").read_text()
+    text = (instances_dir() / "dgx-llama70b-chip-choice.toml").read_text()
     assert "attention_dp" not in {d.key for d in load_instance("dgx-llama70b-chip-choice").decisions}
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("tp = [1, 2, 4, 8]\n", "tp = [1, 2, 4, 8]\nattention_dp = [0, 1]\n"))
@@ -130,10 +131,10 @@ def test_the_named_instance_brute_force_equals_both_solvers_and_attention_dp_win
 
 
 def _features(model: str, tp: int, pp: int, adp: bool, batch: int) -> tuple[dict, dict]:
-    r = V.Row("x", model, "h200-sxm", 8, tp, pp, tp, tp if adp else 1, "fp8", 1000, 1000, batch,
+    r = Row("x", model, "h200-sxm", 8, tp, pp, tp, tp if adp else 1, "fp8", 1000, 1000, batch,
               "output_tokens_per_s", 1.0)
-    m = V.evaluate_row(r, batch).workload_metrics["main"]
-    t = schedule_table(V.row_instance(r, batch), "main")
+    m = evaluate_row(r, batch).workload_metrics["main"]
+    t = schedule_table(row_instance(r, batch), "main")
     return m, {k: float(v[0]) for k, v in t.features.items()}
 
 
@@ -175,9 +176,9 @@ def test_attention_dp_splits_sequences_not_heads_and_rejects_uneven_concurrency(
     base = {"tp": 3, "pp": 1, "ep": 1, "batch": 63, "weights_tier": "local", "kv_tier": "local"}
     assert "attention heads" in structural_reason(w, None, 3, False, base, None)
     assert structural_reason(w, None, 3, False, {**base, "attention_dp": True}, None) is None
-    r = V.Row("c", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, 1, "output_tokens_per_s", 1.0)
-    assert "does not split evenly" in V.skip_reason(r)
-    assert V.skip_reason(V.Row(**{**r.__dict__, "concurrency": 64})) is None
+    r = Row("c", "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, 8, "fp8", 1000, 1000, 1, "output_tokens_per_s", 1.0)
+    assert "does not split evenly" in skip_reason(r)
+    assert skip_reason(Row(**{**r.__dict__, "concurrency": 64})) is None
 
 
 def test_the_engine_batch_cap_applies_to_each_attention_dp_rank():
@@ -201,17 +202,6 @@ def test_attention_dp_may_be_given_as_a_flag(tmp_path):
         for rid, flag in (("a", "true"), ("b", "False"), ("c", "maybe")):
             w.writerow([rid, "qwen3-235b-a22b", "h200-sxm", 8, 8, 1, 8, flag, "fp8", 1000, 1000, "",
                         "output_tokens_per_s", 1.0, "1/s", "x"])
-    rows, bad = V.read_rows(path)
+    rows, bad = read_rows(path)
     assert {r.id: r.attention_dp for r in rows} == {"a": 8, "b": 1}
     assert bad == [{"id": "c", "reason": "malformed row: column attention_dp: 'maybe' is not an integer"}]
-
-
-def test_the_per_call_ablation_counts_attention_dp_calls():
-    """§5.9's per-call ablation: DeepSeek-V3 at TP 8 (61 layers, 58 MoE) makes 2 x 61 + 1 = 123 TP
-    collective calls per step; under attention DP an all-gather and a reduce-scatter per MoE layer,
-    2 x 58 = 116, and none at TP 1."""
-    r = V.Row("d", "deepseek-v3", "h200-sxm", 8, 8, 1, 8, 1, "fp8", 1000, 1000, 64, "output_tokens_per_s", 1.0)
-    adp = V.Row(**{**r.__dict__, "attention_dp": 8})
-    assert V._collective_calls(r, 61, V.MODEL) == 123
-    assert V._collective_calls(adp, 61, V.MODEL) == 116
-    assert V._collective_calls(V.Row(**{**r.__dict__, "tp": 1, "num_gpus": 1}), 61, V.MODEL) == 0

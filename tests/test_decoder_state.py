@@ -2,7 +2,7 @@
 eq. 4.14b): hand-derived columns, the attention-DP share, and brute force = HiGHS = CP-SAT where the
 state decides the optimum.
 
-Per slot and TP rank (TensorRT-LLM's runtime, VALIDATION.md §5.16): 4 fp32 rows of the vocabulary
+Per slot and TP rank (TensorRT-LLM's runtime, VALIDATION.md): 4 fp32 rows of the vocabulary
 padded to a multiple of TP, 1 int32 row of it, 64 KiB of top-K scratch, 10 x 4 B per token of
 ISL + OSL. Llama 3.1 (128,256 entries, a multiple of 8) at 1000/1000: 2,052,096 + 513,024 + 65,536
 + 80,000 = 2,710,656 B. Qwen3 (151,936 entries, a multiple of 8) at 1000/1000: 2,430,976 + 607,744
@@ -17,7 +17,8 @@ import pytest
 
 from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model import schedule
-from codesign.model.hardware import kv_cache_free_fraction
+from codesign.model.calibration import shipped
+from codesign.model.hardware import usable_capacity_B
 from codesign.model.schedule import schedule_table
 
 LLAMA_SLOT_B = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 2000
@@ -44,20 +45,13 @@ def test_the_slot_sizes_by_hand():
 
 def test_every_tp_rank_holds_the_state_of_every_sequence_before_the_kv_claim():
     """Llama 70B FP16, TP 8, 64 sequences: each rank holds 64 slots, 173,481,984 B, in its own memory
-    next to W + KV / f; with the switch off the column is as before (W + KV / f)."""
+    next to W + KV / f."""
     inst = _instance("llama-3.1-70b", "fp16", {"tp": [8], "pp": [1], "batch": [64]})
     t = schedule_table(inst, "main")
     f = t.features
     assert f["decoder_state_per_device_B"][0] == 64 * LLAMA_SLOT_B == 173_481_984
-    expected = f["weights_per_device_B"][0] + 173_481_984 + f["kv_per_device_B"][0] / kv_cache_free_fraction()
+    expected = f["weights_per_device_B"][0] + 173_481_984 + f["kv_per_device_B"][0] / shipped().kv_cache_free_fraction
     assert f["memory_local_B"][0] == pytest.approx(expected, rel=1e-12)
-    saved, schedule.DECODER_STATE = schedule.DECODER_STATE, False
-    try:
-        g = schedule_table(inst, "main").features
-    finally:
-        schedule.DECODER_STATE = saved
-    assert g["decoder_state_per_device_B"][0] == 0
-    assert f["memory_local_B"][0] - g["memory_local_B"][0] == pytest.approx(173_481_984, rel=1e-12)
 
 
 def test_the_state_is_local_whatever_the_kv_tier_and_split_by_attention_dp():
@@ -73,25 +67,16 @@ def test_the_state_is_local_whatever_the_kv_tier_and_split_by_attention_dp():
 
 def test_brute_force_equals_both_solvers_where_the_state_decides_the_batch(solvers_match_brute_force):
     """The largest batch whose KV claim fits the H100 at TP 8 without the state does not fit with
-    it: the optimum moves to the next batch down, and brute force, HiGHS and CP-SAT agree on both
-    (a MIP whose memory row dropped the state would pick the larger batch)."""
+    it: the optimum is the smaller batch, and brute force, HiGHS and CP-SAT agree on it (a MIP whose
+    memory row dropped the state would pick the larger batch)."""
     probe = schedule_table(_instance("llama-3.1-70b", "fp16", {"tp": [8], "pp": [1], "batch": [1]}), "main").features
-    from codesign.model.hardware import calibration_for, usable_capacity_B
-
-    room = float(usable_capacity_B(80 * 2**30, calibration_for("h100-sxm"))) - probe["weights_per_device_B"][0]
-    kv_claim = probe["kv_per_device_B"][0] / kv_cache_free_fraction()
+    room = float(usable_capacity_B(80 * 2**30, shipped().for_chip("h100-sxm"))) - probe["weights_per_device_B"][0]
+    kv_claim = probe["kv_per_device_B"][0] / shipped().kv_cache_free_fraction
     without = math.floor(room / kv_claim)
     with_state = math.floor(room / (kv_claim + LLAMA_SLOT_B))
     assert with_state < without
     inst = _instance("llama-3.1-70b", "fp16", {"tp": [8], "pp": [1], "batch": [with_state, without]})
-    best = {}
-    for on in (True, False):
-        saved, schedule.DECODER_STATE = schedule.DECODER_STATE, on
-        try:
-            best[on] = solvers_match_brute_force(inst).design["batch"]
-        finally:
-            schedule.DECODER_STATE = saved
-    assert best == {True: with_state, False: without}
+    assert solvers_match_brute_force(inst).design["batch"] == with_state
 
 
 def test_the_state_stays_in_local_memory_when_weights_and_kv_are_pooled():

@@ -1,4 +1,4 @@
-"""The logits' memory traffic (model.md eq. 2.15l, VALIDATION.md §5.13): every step moves each
+"""The logits' memory traffic (model.md eq. 2.15l): every step moves each
 sequence's V logits through DRAM on the way from the LM head to the sampled token.
 
 Hand-derived figures (TensorRT-LLM's path, B per vocabulary entry: LM head writes 16 bit 2, the
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from codesign import validate as V
+from codesign.calibration.engine import row_instance
+from codesign.calibration.rows import Row
 from codesign.model import workload
 from codesign.model.schedule import schedule_table
 from codesign.model.workload import load_workload, step_costs
@@ -34,55 +35,24 @@ def test_logits_bytes_per_sequence_by_hand():
     assert float(m.bytes_logits) == 640_000
 
 
-def _local_bytes(variant: V.Variant) -> dict[str, float]:
-    r = V.Row("l", "llama-3.1-8b", "h100-sxm", 2, 2, 1, 1, 1, "fp16", 1000, 1000, 64, "output_tokens_per_s", 1.0)
-    with V.model_switches(variant):
-        t = schedule_table(V.row_instance(r, 64), "main")
-    return {ph: float(t.features[f"{ph}.bytes_local"][0]) for ph in ("prefill", "decode")}
+def _logits_bytes(tp: int, pp: int) -> float:
+    """A decode step's local bytes of Llama 8B FP16 at 64 sequences, 1000/1000, less its weight,
+    KV-cache and activation bytes (eq. 2.15h-k: the whole-tensor part on every rank, the rest split
+    over TP, the stage's share of the layers): what is left is the logits'."""
+    r = Row("l", "llama-3.1-8b", "h100-sxm", tp * pp, tp, pp, 1, 1, "fp16", 1000, 1000, 64, "output_tokens_per_s", 1.0)
+    f = schedule_table(row_instance(r, 64), "main").features
+    c = step_costs(load_workload("llama-3.1-8b"), batch=64 / pp, new_tokens=1, context=1500,
+                   weight_bytes_per_param=2, kv_bytes_per_element=2)
+    frac = 16 / 32 if pp == 2 else 1.0
+    act = (float(c.bytes_act_replicated) + float(c.bytes_act_sharded) / tp) * frac
+    return float(f["decode.bytes_local"][0] - f["decode.bytes_weights_local"][0] - f["decode.bytes_kv_local"][0]) - act
 
 
-def test_every_tp_rank_moves_all_logits_and_the_ablation_removes_them():
-    on = _local_bytes(V.MODEL)
-    off = _local_bytes(V.Variant("x", no_logits_traffic=True))
-    for ph in ("prefill", "decode"):
-        assert on[ph] - off[ph] == pytest.approx(164_167_680, rel=1e-12), ph
-    # the switch is restored after the ablation
-    assert workload.LOGITS_TRAFFIC is True
-    assert _local_bytes(V.MODEL) == on
-
-
-def test_the_fix_chain_adds_the_logits_traffic_before_the_sockets():
-    """Fix 13 comes before fix 14 (the PCIe server's sockets), fix 16 (the engine's sequence
-    slots), fix 17 (the stream overlap held at 0) and fix 19 (the engine's token budget), the last
-    of the chain (fix 18, withdrawn with it, is a proposal): the stage before it ("+request-cap")
-    undoes all five, its own stage ("+logits-memory") the other four, and its ablation alone is a
-    proposal of its own."""
-    assert V.FIX_ORDER[-5:] == (("+logits-memory", "logits-memory"), ("+sockets", "sockets"),
-                                ("+engine-slots", "engines"), ("+held-overlap", "held-overlap"),
-                                ("model", "token-budget"))
-    stages = {v.name: v for v in V.PROPOSALS}
-    engines = {"no_engine_state": True, "no_engine_cap": True}
-    fitted = {"fit_overlap": True, "no_token_budget": True}
-    assert stages["+request-cap"] == V.Variant("+request-cap", no_logits_traffic=True, one_socket=True, **engines,
-                                               **fitted)
-    assert stages["+logits-memory"] == V.Variant("+logits-memory", one_socket=True, **engines, **fitted)
-    assert stages["+sockets"] == V.Variant("+sockets", **engines, **fitted)
-    assert stages["+engine-slots"] == V.Variant("+engine-slots", **fitted)
-    assert stages["+held-overlap"] == V.Variant("+held-overlap", no_token_budget=True)
-    assert stages["model-with-8-bit"] == V.Variant("model-with-8-bit", fit_8bit=True)
-    assert not V.MODEL.fit_8bit
-    assert stages["model-without-token-budget"] == V.Variant("model-without-token-budget", no_token_budget=True)
-    assert stages["model-without-engine-slots"] == V.Variant("model-without-engine-slots", **engines)
-    assert stages["model-without-logits-memory"] == V.Variant("model-without-logits-memory", no_logits_traffic=True)
-    assert not V.MODEL.no_logits_traffic and not V.MODEL.one_socket
+def test_every_tp_rank_moves_all_logits():
+    assert _logits_bytes(2, 1) == pytest.approx(164_167_680, rel=1e-9)
 
 
 def test_the_logits_sit_on_the_last_stage_whole():
     """TP 1, PP 2, 64 sequences of Llama 8B: the last stage samples a micro-batch of 32 sequences,
     32 x 128,256 x 20 B = 82,083,840 B per step, not scaled by the stage's share of the layers."""
-    r = V.Row("l", "llama-3.1-8b", "h100-sxm", 2, 1, 2, 1, 1, "fp16", 1000, 1000, 64, "output_tokens_per_s", 1.0)
-    got = {}
-    for v in (V.MODEL, V.Variant("x", no_logits_traffic=True)):
-        with V.model_switches(v):
-            got[v.name] = float(schedule_table(V.row_instance(r, 64), "main").features["decode.bytes_local"][0])
-    assert got["model"] - got["x"] == pytest.approx(82_083_840, rel=1e-12)
+    assert _logits_bytes(1, 2) == pytest.approx(82_083_840, rel=1e-9)

@@ -16,7 +16,7 @@ from codesign.kinds.mapping.brute import brute_force_mapping, compositions
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.solve import solve_mapping
 from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
-from codesign.model.hardware import calibration_for
+from codesign.model.calibration import shipped
 from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping, space_size
 
 GB = 1e9
@@ -70,7 +70,7 @@ def test_period_of_an_all_local_design_by_hand():
     d = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))
     ev = evaluate_mapping(p, d)
     chip = catalog.load_chip("h100-sxm")
-    cal = calibration_for("h100-sxm")
+    cal = shipped().for_chip("h100-sxm")
     flops_s = chip.peak_dense_TFLOPS["fp8"] * 1e12 * cal.compute_efficiency_at("fp8")  # eq. 3.20c
     bw = chip.memory_bandwidth_GBps * GB * cal.memory_efficiency
     lay = p.layer

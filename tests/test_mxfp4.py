@@ -1,6 +1,6 @@
 """MXFP4, a weight-only precision: 4.25-bit weights (OCP MX v1.0: 32 E2M1 values and one E8M0
 scale, 136 bits), 16-bit math and a 16-bit KV cache unless one is stated (instance.py,
-hardware.PRECISION_FALLBACK, validate.engine_kv_precision). Every figure is derived by hand."""
+hardware.PRECISION_FALLBACK, calibration.rows.engine_kv_precision). Every figure is derived by hand."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import csv
 import pytest
 
 from codesign import catalog
-from codesign import validate as V
+from codesign.calibration.engine import footprint, skip_reason
+from codesign.calibration.rows import read_rows
 from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, WorkloadSpec, kv_precision_of
 from codesign.model.hardware import math_format
 
@@ -56,10 +57,10 @@ def test_an_mxfp4_row_of_a_measurements_file(tmp_path):
         for i, spelled in enumerate(("mxfp4", "MXFP4", "mx_fp4")):
             w.writerow(dict(id=f"r{i}", model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100 80GB HBM3", num_gpus=1, tp=1,
                             precision=spelled, isl=1000, osl=1000, metric="output_tokens_per_s", value=1.0, source="t"))
-    rows, bad = V.read_rows(path)
+    rows, bad = read_rows(path)
     assert not bad and [(r.precision, r.kv_cache_precision) for r in rows] == [("mxfp4", "bf16")] * 3
-    fp = V.footprint(rows[0])
+    fp = footprint(rows[0])
     assert fp.weights_B == pytest.approx(2 * EMBED_HEAD_PARAMS + 0.53125 * BODY_PARAMS, abs=1)
     assert fp.weights_B == pytest.approx(5_809_252_480, abs=1)
     assert fp.kv_per_sequence_B == 2000 * KV_TOKEN_16BIT_B == 262_144_000
-    assert V.skip_reason(rows[0]) is None
+    assert skip_reason(rows[0]) is None

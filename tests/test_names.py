@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from codesign import validate as V
+from codesign.calibration.report import run_validation
+from codesign.calibration.rows import read_rows
 from codesign.catalog import list_ids, load_chip, resolve_chip
 from codesign.model.workload import list_workloads, load_workload, resolve_workload
 from codesign.names import alias_index, normalized_name, resolve_name
@@ -103,13 +104,13 @@ def test_a_measurement_file_in_other_names_is_read_as_catalog_ids(tmp_path):
                     1000, 1000, "", "output_tokens_per_s", 14108, "1/s", "x"])
         w.writerow(["b", "llama-3.1-8b", "h100-sxm", 1, 1, 1, 1, 1, "bfloat16",
                     1000, 1000, "", "output_tokens_per_s", 7054, "1/s", "x"])
-    rows, bad = V.read_rows(path)
+    rows, bad = read_rows(path)
     assert not bad
     a, b = rows
     assert (a.model, a.gpu, a.precision) == ("llama-3.1-8b", "h100-sxm", "fp8")
     assert dict(a.named_as) == {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "NVIDIA H100 80GB HBM3"}
     assert (b.precision, b.kv_precision, dict(b.named_as)) == ("bf16", "bf16", {"precision": "bfloat16"})
-    report = V.run_validation(path).as_dict()
+    report = run_validation(path).as_dict()
     assert report["names_read"] == {"NVIDIA H100 80GB HBM3 -> h100-sxm": 1, "bfloat16 -> bf16": 1,
                                     "meta-llama/Llama-3.1-8B-Instruct -> llama-3.1-8b": 1}
     assert report["n_skipped"] == 0

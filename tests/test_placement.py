@@ -15,18 +15,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from codesign.cli import app
-from codesign.errors import InputError
-from codesign.kinds.placement.formulation import build_placement, to_user
 from codesign.kinds.placement.solve import (
     brute_force_placement,
     check_placement_solution,
     solve_placement,
 )
+from typer.testing import CliRunner
+
+from codesign.cli import app
+from codesign.errors import InputError
+from codesign.kinds.placement.formulation import build_placement, to_user
 from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
-from codesign.model.hardware import calibration_for
+from codesign.model.calibration import shipped
 from codesign.model.placement import (
     PlacementDesign,
     assess,
@@ -103,7 +103,7 @@ def test_brute_force_equals_mip_with_capacity_and_budget():
     raw["devices"]["domains"] = [1, 3]
     pb = build_problem(placement_from_data(raw))
     # room for exactly 3 experts per device (usable = raw - the H100's runtime reserve)
-    reserve_GiB = calibration_for("h100-sxm").runtime_reserve_GiB
+    reserve_GiB = shipped().for_chip("h100-sxm").runtime_reserve_GiB
     cap_GiB = (pb.fixed_store_B + 3.5 * pb.expert_store_B + reserve_GiB * 2**30) / 2**30
     raw["devices"]["memory_capacity_GiB"] = cap_GiB
     assert build_problem(placement_from_data(raw)).max_experts_per_device == 3
@@ -176,7 +176,7 @@ def test_dispatch_and_allreduce_by_hand():
     M_eff = (4 * M + 0.5 * M_lg) / 4.5
     assert pb.tp_message_B == pytest.approx(M_eff) and M_eff == pytest.approx(1_842_289.78, abs=0.01)
     # a ring step's latency: NVLink 4's 500 ns plus the H100's software step latency (model.md 3.13d)
-    step_us = calibration_for("h100-sxm").collective_step_latency_us
+    step_us = shipped().for_chip("h100-sxm").collective_step_latency_us
     assert step_us > 0 and pb.up_latency_s == pytest.approx(500e-9 + step_us * 1e-6, rel=1e-12)
     # a TP group of 2 inside a domain: ring all-reduce 2(t-1)/t·M over NVLink + 2(t-1) latencies
     t_in, e_in = pattern_cost(pb, (2, 0))
@@ -207,7 +207,7 @@ def test_capacity_per_device_by_hand():
     w = load_workload("mixtral-8x7b")
     expert = 3 * w.hidden_size * w.moe.expert_ffn_hidden_size  # gated: gate, up, down; fp8 = 1 B
     assert pb.expert_store_B == pytest.approx(4 * expert)  # 4 MoE layers
-    assert pb.capacity_B == pytest.approx((80 - calibration_for("h100-sxm").runtime_reserve_GiB) * 2**30)
+    assert pb.capacity_B == pytest.approx((80 - shipped().for_chip("h100-sxm").runtime_reserve_GiB) * 2**30)
 
 
 def test_expert_activations_by_hand():

@@ -1,4 +1,4 @@
-"""A TP ring across the two CPU sockets of a PCIe server (model.md eq. 3.17b, VALIDATION.md §5.14).
+"""A TP ring across the two CPU sockets of a PCIe server (model.md eq. 3.17b).
 
 Hand-derived figures. Llama 3.1 70B (hidden 8,192, 80 layers, vocabulary 128,256), 64 sequences,
 one decode step, 16-bit activations on the A100 PCIe card's 8-card server (sockets of 4 cards,
@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 
 from codesign import catalog
-from codesign import validate as V
+from codesign.calibration.engine import evaluate_row, row_instance
+from codesign.calibration.rows import Row
 from codesign.errors import InputError
 from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model import network
+from codesign.model.calibration import shipped
 from codesign.model.evaluate import evaluate
 from codesign.model.placement import pattern_cost
 from codesign.model.schedule import schedule_table
@@ -39,29 +41,38 @@ def test_only_rings_wider_than_a_socket_cross():
     assert np.array_equal(network.crosses_sockets(np.array([8.0]), 8, None), [0.0])
 
 
-def _row(tp: int) -> V.Row:
-    return V.Row("s", "llama-3.1-70b", "a100-pcie-80gb", tp, tp, 1, 1, 1, "fp16", 1000, 1000, 64,
+def _row(tp: int) -> Row:
+    return Row("s", "llama-3.1-70b", "a100-pcie-80gb", tp, tp, 1, 1, 1, "fp16", 1000, 1000, 64,
                  "output_tokens_per_s", 1.0)
 
 
-def _bytes(tp: int, variant: V.Variant = V.MODEL) -> tuple[float, float]:
-    with V.model_switches(variant):
-        f = schedule_table(V.row_instance(_row(tp), 64, variant), "main").features
+def _bytes(tp: int) -> tuple[float, float]:
+    f = schedule_table(row_instance(_row(tp), 64), "main").features
     return float(f["decode.bytes_scale_up"][0]), float(f["decode.bytes_scale_up_cross"][0])
 
 
-def test_tp8_crosses_the_sockets_and_tp4_does_not():
+def _one_fabric(monkeypatch) -> None:
+    """The A100 PCIe card as if its server had no socket boundary (the catalog read through a copy
+    of the chip without its socket fields)."""
+    plain = catalog.load_chip("a100-pcie-80gb").model_copy(
+        update={"scale_up_socket_size": None, "cross_socket_bandwidth_fraction": None})
+    real = catalog.load_chip
+    monkeypatch.setattr(catalog, "load_chip", lambda cid: plain if cid == "a100-pcie-80gb" else real(cid))
+
+
+def test_tp8_crosses_the_sockets_and_tp4_does_not(monkeypatch):
     assert _bytes(8) == (307_965_952, 307_965_952)
     assert _bytes(4) == (263_970_816, 0)
-    # the ablation: one fabric, no byte across
-    assert _bytes(8, V.Variant("x", one_socket=True)) == (307_965_952, 0)
+    _one_fabric(monkeypatch)  # one fabric: no byte across
+    assert _bytes(8) == (307_965_952, 0)
 
 
-def test_the_crossing_costs_time_at_the_cross_socket_pace_and_no_energy():
+def test_the_crossing_costs_time_at_the_cross_socket_pace_and_no_energy(monkeypatch):
     """TP 8: the step's scale-up link time is 1 / 0.72 of the one-fabric time, its link energy the
     same (the bytes moved do not change)."""
-    m = V.evaluate_row(_row(8), 64, V.MODEL).workload_metrics["main"]
-    x = V.evaluate_row(_row(8), 64, V.Variant("x", one_socket=True)).workload_metrics["main"]
+    m = evaluate_row(_row(8), 64).workload_metrics["main"]
+    _one_fabric(monkeypatch)
+    x = evaluate_row(_row(8), 64).workload_metrics["main"]
     assert m["energy_per_token_scale_up_J"] > 0
     assert m["energy_per_token_scale_up_J"] == pytest.approx(x["energy_per_token_scale_up_J"], rel=1e-12)
     for ph in ("prefill", "decode"):
@@ -69,9 +80,7 @@ def test_the_crossing_costs_time_at_the_cross_socket_pace_and_no_energy():
         link = m[f"{ph}_step.scale_up_bw_s"] + m[f"{ph}_step.scale_up_bw_cross_s"]
         assert link == pytest.approx(x[f"{ph}_step.scale_up_bw_s"] / 0.72, rel=1e-12)
     # by hand, decode: 427,730,488.9 B at 31.5 GB/s x the fitted network efficiency
-    from codesign.model.hardware import calibration_for
-
-    eff = calibration_for("a100-pcie-80gb").network_efficiency
+    eff = shipped().for_chip("a100-pcie-80gb").network_efficiency
     link = m["decode_step.scale_up_bw_s"] + m["decode_step.scale_up_bw_cross_s"]
     assert link == pytest.approx(307_965_952 / 0.72 / (31.5e9 * eff), rel=1e-12)
 
@@ -140,7 +149,7 @@ def test_the_socket_fields_go_together_and_below_the_domain(tmp_path):
         assert "scale_up_socket_size" in str(err.value), name
 
 
-def test_brute_force_equals_both_solvers_with_the_sockets(solvers_match_brute_force):
+def test_brute_force_equals_both_solvers_with_the_sockets(solvers_match_brute_force, monkeypatch):
     """The crossing is one more product of a schedule column and a hardware column, so the MIP stays
     an exact compilation of the model: on 8 A100 PCIe cards at TP 8 (PP 1-2, three batches, a TPOT
     budget) brute force, HiGHS and CP-SAT agree with the sockets and without them, the model gives
@@ -155,11 +164,8 @@ def test_brute_force_equals_both_solvers_with_the_sockets(solvers_match_brute_fo
                        "decisions": {"tp": [8], "pp": [1, 2], "batch": [16, 64, 256]}}],
     }
     inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
-    optimum = {}
-    for sockets in (True, False):
-        saved, network.SOCKETS = network.SOCKETS, sockets
-        try:
-            optimum[sockets] = solvers_match_brute_force(inst).objective
-        finally:
-            network.SOCKETS = saved
-    assert optimum[True] < optimum[False] * 0.95
+    with_sockets = solvers_match_brute_force(inst).objective
+    _one_fabric(monkeypatch)
+    raw = {**raw, "name": "sockets-exact-one-fabric"}  # another instance: nothing computed for the first is reused
+    one_fabric = Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+    assert with_sockets < solvers_match_brute_force(one_fabric).objective * 0.95

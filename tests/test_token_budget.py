@@ -1,4 +1,4 @@
-"""The serving engine's token budget per iteration (model.md eq. 4.19, VALIDATION.md §5.18): the
+"""The serving engine's token budget per iteration (model.md eq. 4.19): the
 iterations it adds to a round, what each of them costs, the rows' budgets from the engine table,
 and brute force = HiGHS = CP-SAT with a budget in the instance.
 
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from codesign import validate as V
+from codesign.calibration.engine import row_instance
+from codesign.calibration.rows import read_benchmark_engines, read_rows
 from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model.schedule import extra_iterations, schedule_table
 
@@ -127,13 +128,12 @@ def test_the_overview_rows_get_their_token_budget_from_the_engine_table(tmp_path
             w.writerow({"gpu": "h100-sxm", "num_gpus": r["tp"], "pp": 1, "ep": 1, "attention_dp": 1, "concurrency": "",
                         "metric": "output_tokens_per_s", "value": 1.0, "unit": "1/s", "source": OVERVIEW,
                         "max_batch_size": "", "max_num_tokens": "", **r})
-    parsed, bad = V.read_rows(path)
+    parsed, bad = read_rows(path)
     assert not bad
     assert {r.id: r.engine_max_tokens for r in parsed} == {"a": 1024, "b": 8192, "c": 8192, "d": None, "e": 4096}
     a = parsed[0]
-    # the budget reaches the model through the row's instance, and the ablation drops it
-    assert V.row_instance(a, 256).workloads[0].max_tokens_per_iteration == 1024
-    assert V.row_instance(a, 256, V.Variant("x", no_token_budget=True)).workloads[0].max_tokens_per_iteration is None
+    # the budget reaches the model through the row's instance
+    assert row_instance(a, 256).workloads[0].max_tokens_per_iteration == 1024
 
 
 def test_a_malformed_default_budget_names_its_key(tmp_path: Path):
@@ -142,7 +142,7 @@ def test_a_malformed_default_budget_names_its_key(tmp_path: Path):
     bad = tmp_path / "engines.toml"
     bad.write_text('[[benchmark]]\nsource = "x"\ndefault_max_num_tokens = 0\n')
     with pytest.raises(InputError) as exc:
-        V.read_benchmark_engines(bad)
+        read_benchmark_engines(bad)
     assert "benchmark[0]" in str(exc.value) and "default_max_num_tokens" in str(exc.value)
 
 

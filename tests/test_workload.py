@@ -629,3 +629,18 @@ def test_activation_elements_by_hand() -> None:
     c = step_costs(mixtral, batch=3, new_tokens=5, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0)
     assert float(c.bytes_act_replicated) == 2 * 15 * 3_424_256
     assert float(c.bytes_act_sharded) == 2 * 15 * 6_094_848
+
+
+def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():
+    """Per decode step the LM head is read whole at 2 B/param (plus one 16-bit embedding row per
+    sequence), whatever the weights' precision: Llama 3.1 8B's 128,256 x 4096 x 2 B = 1,050,673,152 B
+    (+ 4096 x 2 B); at the weights' own 1 B without the 16-bit floor, half of it."""
+    from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
+
+    w = load_workload("llama-3.1-8b")
+    assert embedding_bytes_per_param(1.0) == 2.0 and embedding_bytes_per_param(4.0) == 4.0
+    c = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0,
+                   embedding_bytes_per_param=2.0)
+    assert c.bytes_w_embed_head == pytest.approx(1_050_673_152 + 4096 * 2)
+    plain = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0)
+    assert plain.bytes_w_embed_head == pytest.approx(1_050_673_152 / 2 + 4096)  # default: the weights' bytes

@@ -56,6 +56,7 @@ from codesign.backends import (
     ProgressRelay,
     RowBlock,
     flatten_rows,
+    highs,  # the floating-point backend polishes the continuous values
     run_interruptible,
     violation_warning,
 )
@@ -259,11 +260,6 @@ def polish(mip: MIP, x: np.ndarray) -> tuple[np.ndarray | None, str]:
     """
     if all(v.integer for v in mip.vars):
         return x, "no continuous variables: nothing to polish"
-    try:
-        from codesign.backends import highs  # the floating-point backend does the LP
-    except ImportError:
-        return x, "highspy is not installed: continuous values kept on their grids"
-
     fixed = dataclasses.replace(
         mip,
         name=f"{mip.name}-polish",

@@ -1,20 +1,23 @@
-"""Pyomo backend: the same MIP as a Pyomo model, for any solver Pyomo drives, and LP/MPS export.
+"""Pyomo backend: the same MIP as a Pyomo model, for any solver Pyomo drives (``pyomo:<name>``).
 
 ``solve(mip, solver_name="highs")`` builds a ``ConcreteModel`` (indicator rows as big-M rows
 with M from the variables' bounds, exactly as the HiGHS backend does), hands it to
 ``SolverFactory(solver_name)`` and reads back values, objective and — where the solver reports
 one — the bound. Pyomo solver interfaces differ in what they report; a missing bound is None,
-so the result is never called optimal on a solver's word alone without a bound.
+so the result is never called optimal on a solver's word alone without a bound. (This module is
+imported only when a ``pyomo:<name>`` solve runs: Pyomo takes a second to import.)
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyomo.environ as pyo
+from pyomo.version import version as PYOMO_VERSION
 
 from codesign.backends.result import LoweringError, SolveResult, relative_gap
 from codesign.errors import InputError
@@ -43,8 +46,6 @@ def _big_m_rows(mip: MIP) -> list[tuple[str, np.ndarray, np.ndarray, float, floa
 
 def to_pyomo(mip: MIP):
     """A Pyomo ConcreteModel equivalent to ``mip`` (variables x[i], constraints c[k], objective)."""
-    import pyomo.environ as pyo
-
     m = pyo.ConcreteModel(name=mip.name)
     n = len(mip.vars)
     m.I = pyo.RangeSet(0, n - 1)
@@ -77,32 +78,13 @@ def to_pyomo(mip: MIP):
     return m
 
 
-def export(mip: MIP, path: str | Path, fmt: str) -> Path:
-    """Write the MIP as LP or MPS (through Pyomo's writers, symbolic names off)."""
-    if fmt not in ("lp", "mps"):
-        raise InputError("unknown export format", value=fmt, expected="lp | mps")
-    from codesign.jsonio import atomic_output
-
-    model = to_pyomo(mip)
-    path = Path(path)
-    with atomic_output(path) as tmp:  # as every file codesign writes: in full, then renamed
-        model.write(str(tmp), format=fmt)
-    return path
-
-
 def _pyomo_version() -> str:
     """Pyomo's version (``pyomo.version.version``; ``pyomo.environ`` no longer re-exports it)."""
-    from pyomo.version import version
-
-    return f"pyomo {version}"
+    return f"pyomo {PYOMO_VERSION}"
 
 
 def solve(mip: MIP, solver_name: str = "highs", *, time_limit: float | None = None, **_: Any) -> SolveResult:
     """Solve through ``pyomo.environ.SolverFactory(solver_name)``."""
-    import logging
-
-    import pyomo.environ as pyo
-
     # Pyomo logs its own traceback when a name is no solver it knows; the message below says it
     pyomo_log = logging.getLogger("pyomo")
     level = pyomo_log.level

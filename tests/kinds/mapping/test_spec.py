@@ -1,0 +1,59 @@
+"""codesign.kinds.mapping.spec: mapping instance files validate, with the key and a
+did-you-mean; the named ones load."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.mapping.generate import generate_mapping
+from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
+from codesign.kinds.registry import named_paths
+from codesign.model.calibration import shipped
+from codesign.model.mapping import build_problem, space_size
+from codesign.schema import load_toml
+
+
+def test_a_batch_that_the_stages_do_not_divide():
+    data = generate_mapping(devices=3, modules=2, layers=4)
+    data["workload"]["batch"] = 10  # not a multiple of 3 stages
+    with pytest.raises(InputError, match="multiple"):
+        mapping_from_data(data, source="x.toml")
+
+
+def test_a_misspelt_chip_gets_a_did_you_mean():
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    data["devices"][0]["chip"] = "h100-sxn"
+    with pytest.raises(InputError, match="h100-sxm"):
+        mapping_from_data(data)
+
+
+def test_a_model_without_identical_decoder_layers_is_refused():
+    data = generate_mapping(devices=2, modules=2, layers=4, workload="deepseek-v3")
+    with pytest.raises(InputError, match="identical decoder layers"):
+        mapping_from_data(data)
+
+
+def test_an_unknown_key_is_named():
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    data["workload"]["batchh"] = 8
+    with pytest.raises(InputError) as info:
+        mapping_from_data(data)
+    assert "batchh" in (info.value.key or "")
+
+
+MAPPING_NAMED = sorted(n for n, p in named_paths().items() if load_toml(p).get("kind") == "mapping")
+
+
+def test_the_named_mapping_instances_load_and_two_exceed_1e15():
+    assert "tiny-pf-mapping" in MAPPING_NAMED
+    big = [n for n in MAPPING_NAMED if space_size(build_problem(load_mapping(str(named_paths()[n])))) > 10**15]
+    assert len(big) >= 2
+    assert math.comb(125, 15) > 10**15  # 126 layers into 16 stages alone
+
+
+def test_an_instance_carries_its_calibration():
+    inst = load_mapping(str(named_paths()["tiny-pf-mapping"]))
+    assert inst.calibration.sha256 == shipped().sha256

@@ -1,0 +1,67 @@
+"""codesign.kinds.placement.spec: placement files validate; the generator is deterministic and
+writes the domains, routing and sizes it is asked for."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
+from codesign.kinds.registry import named_paths
+from codesign.model.placement import build_problem, space_size, zipf_weights
+
+TINY = str(named_paths()["tiny-placement-mixtral"])
+
+
+def test_the_generator_is_deterministic_and_writes_its_arguments():
+    d = generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2, zipf_exponent=0.8, levels=3, seed=3)
+    assert d == generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2, zipf_exponent=0.8, levels=3, seed=3)
+    assert d["kind"] == "placement" and len(d["routing"]["weights"]) == 8
+    assert d["devices"] == {"chip": "h100-sxm", "count": 4, "tp": 2, "domains": [2, 2]}
+    assert d["workload"]["batch"] == 4 * 32 and d["workload"]["layers"] == 2
+    # the Zipf profile's levels, in a seeded order: the same multiset of weights
+    assert sorted(d["routing"]["weights"]) == pytest.approx(sorted(zipf_weights(8, 0.8, 3)))
+    placement_from_data(d)
+
+
+def test_domains_from_a_count_equal_or_fragmented():
+    assert generate_placement(10, 4, 3, workload="mixtral-8x7b")["devices"]["domains"] == [4, 3, 3]
+    frag = generate_placement(32, None, 8, fragmented=True, seed=1)
+    assert sum(frag["devices"]["domains"]) == 32 and len(frag["devices"]["domains"]) == 8
+    assert all(x >= 1 for x in frag["devices"]["domains"])
+    assert space_size(build_problem(placement_from_data(frag))) > 10**15
+
+
+def test_uniform_routing_without_a_zipf_exponent():
+    d = generate_placement(2, 4, workload="mixtral-8x7b", zipf_exponent=None)
+    assert d["routing"]["profile"] == "uniform"
+
+
+def test_a_bad_placement_file_names_the_key():
+    raw = copy.deepcopy(load_placement(TINY).spec.model_dump(mode="json", exclude_none=True))
+    bad = copy.deepcopy(raw)
+    bad["devices"]["domains"] = [3, 3]  # sums to 6, not the 4 devices
+    with pytest.raises(InputError) as info:
+        placement_from_data(bad)
+    assert "domains" in (info.value.key or "") + str(info.value)
+    bad = copy.deepcopy(raw)
+    bad["devices"]["tp"] = 3  # does not divide 4 devices
+    with pytest.raises(InputError, match=r"devices\.tp = 3 must divide devices\.count = 4"):
+        placement_from_data(bad)
+    bad = copy.deepcopy(raw)
+    bad["devices"]["chip"] = "h100-sxn"
+    with pytest.raises(InputError, match="h100-sxm"):
+        placement_from_data(bad)
+
+
+def test_a_dense_model_is_refused():
+    with pytest.raises((InputError, ValueError)):
+        placement_from_data(generate_placement(2, 4, workload="llama-3.1-8b", zipf_exponent=None))
+
+
+def test_the_tiny_instance_loads():
+    inst = load_placement(TINY)
+    assert inst.spec.devices.count == 4 and inst.spec.devices.tp == 2
+    assert build_problem(inst).experts == 8

@@ -1,0 +1,137 @@
+"""codesign.model.mapping: the pipeline-mapping model's numbers, derived by hand (layer costs,
+decoding state, a stage's time, shared ports and switch, violations, the space's size, the
+paper's bandwidth assumption)."""
+
+from __future__ import annotations
+
+import pytest
+
+from codesign import catalog
+from codesign.kinds.mapping.brute import compositions
+from codesign.kinds.mapping.generate import generate_mapping
+from codesign.kinds.mapping.render import lints
+from codesign.kinds.mapping.spec import mapping_from_data
+from codesign.model.calibration import shipped
+from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping, space_size
+
+GB = 1e9
+
+
+def problem(**kw):
+    return build_problem(mapping_from_data(generate_mapping(**kw)))
+
+
+def test_llama405b_layer_costs_by_hand():
+    # Llama-3.1-405B: hidden 16384, 128 heads x 128, 8 KV heads, FFN 53248 (gated), fp8.
+    p = problem(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
+    attention = 16384 * 128 * 128 + 2 * 16384 * 8 * 128 + 128 * 128 * 16384  # q, k+v, o
+    mlp = 3 * 16384 * 53248
+    norms = 2 * 16384
+    assert p.layer.w_store_B == attention + mlp + norms == 3_187_703_808
+    assert p.layer.w_read_B == p.layer.w_store_B  # dense: every weight read once per period
+    kv_token = 2 * 8 * 128  # bytes per token and layer at fp8
+    assert p.layer.kv_store_B == 64 * 8192 * kv_token  # all 64 sequences' cache
+    assert p.layer.kv_read_B == 32 * 8192 * kv_token + 32 * kv_token  # one micro-batch: read + write
+    # FLOPs: 2 per MAC on the matmul weights for 32 tokens + QK^T and PV over 8193 pairs
+    assert p.layer.flops == 2 * 32 * (attention + mlp) + 32 * 8193 * (2 * 2 * 128 * 128)
+    # activations between kernels (model.md eq. 2.15j, k), 4 layers, 2 B per element, averaged
+    # per layer: replicated 20h x 4 + 4h, sharded (4q + 2k) x 4 + 6 x 53248 x 4, q = 16384, k = 1024
+    per_token = 20 * 16384 * 4 + 4 * 16384 + (4 * 16384 + 2 * 1024) * 4 + 6 * 53248 * 4
+    assert per_token == 2_924_544
+    assert p.layer.act_B == 2 * 32 * per_token / 4 == 46_792_704
+
+
+def test_the_last_stage_holds_the_decoding_state_of_every_sequence(monkeypatch):
+    """model.md eq. 4.14b in the mapping model: the last stage samples for all B = 64 sequences and
+    keeps a decoding slot for each: 4 fp32 rows and 1 int32 row of Llama 3.1's 128,256-entry
+    vocabulary, 64 KiB of top-K scratch and 10 x 4 B x 8,192 tokens = 2,958,336 B per slot."""
+    from codesign.model import mapping
+
+    kw = dict(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
+    with_state = problem(**kw)
+    monkeypatch.setattr(mapping, "decoder_state_per_slot_B", lambda *a: 0)
+    without = problem(**kw)
+    per_slot = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 8192
+    assert per_slot == 2_958_336
+    assert with_state.last_store_B - without.last_store_B == 64 * per_slot
+    assert with_state.first_store_B == without.first_store_B
+
+
+def test_period_of_an_all_local_design_by_hand():
+    p = problem(devices=2, modules=0, layers=4, batch_per_stage=32, weights=("local",), kv=("local",))
+    d = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))
+    ev = evaluate_mapping(p, d)
+    chip = catalog.load_chip("h100-sxm")
+    cal = shipped().for_chip("h100-sxm")
+    flops_s = chip.peak_dense_TFLOPS["fp8"] * 1e12 * cal.compute_efficiency_at("fp8")  # eq. 3.20c
+    bw = chip.memory_bandwidth_GBps * GB * cal.memory_efficiency
+    lay = p.layer
+    head = 128256 * 16384 * 2.0  # LM head stays 16-bit (bf16) in fp8 checkpoints
+    embed_rows = 32 * 16384 * 2.0
+    compute0 = 3 * (lay.flops / flops_s + cal.layer_overhead_us * 1e-6)
+    # activations stay in the stage's own memory: one layer's act_B per layer on the device
+    memory0 = (3 * (lay.w_read_B + lay.kv_read_B + lay.act_B) + embed_rows) / bw
+    compute1 = (lay.flops + 2 * 32 * 16384 * 128256) / flops_s + cal.layer_overhead_us * 1e-6
+    logits = 32 * 128256 * 20.0  # the micro-batch's logits, LM head to sampling (model.md eq. 2.15l)
+    memory1 = (lay.w_read_B + lay.kv_read_B + lay.act_B + head + 16384 + logits) / bw
+    o = cal.stream_overlap  # the streams overlap by o (model.md eq. 5.3)
+    stage0, stage1 = ((1 - o) * (c + m) + o * max(c, m) for c, m in ((compute0, memory0), (compute1, memory1)))
+    assert ev.stage_s == pytest.approx([stage0, stage1], rel=1e-12)
+    assert ev.period_s == pytest.approx(max(stage0, stage1), rel=1e-12)
+    assert ev.tokens_per_s == pytest.approx(32 / max(stage0, stage1), rel=1e-12)
+    assert ev.tpot_s == pytest.approx(2 * max(stage0, stage1), rel=1e-12)
+    assert ev.feasible
+
+
+def test_module_port_and_switch_are_shared():
+    # two devices both attached to module 0 and both reading one layer's weights from it:
+    # the port carries 2 x 3.19 GB per period at 900 GB/s
+    p = problem(devices=2, modules=2, layers=2, batch_per_stage=8, weights=("local", "pool"), kv=("local",))
+    d = MappingDesign((1, 1), ("pool:0:hbm", "pool:0:ddr"), ("local", "local"), ((0,), (0,)))
+    ev = evaluate_mapping(p, d)
+    app = catalog.load_appliance("photonic-fabric-appliance")
+    assert app.port_bandwidth_GBps == 900.0  # 7.2 Tbps
+    assert ev.port_load_s[0] == pytest.approx(2 * p.layer.w_read_B / 900e9, rel=1e-12)
+    assert ev.port_load_s[1] == 0.0
+    assert ev.switch_load_s == pytest.approx(2 * p.layer.w_read_B / 14_375e9, rel=1e-12)  # 115 Tbps
+    assert ev.period_s >= ev.port_load_s[0]
+    # each device's own link carries its layer: 3.19 GB / 900 GB/s
+    assert min(ev.memory_s) >= p.layer.w_read_B / 900e9
+
+
+def test_violations_are_reported():
+    p = problem(devices=2, modules=2, layers=2, weights=("local", "pool"), kv=("local",))
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("pool:1:hbm", "local"), ("local", "local"), ((0,), ())))
+    assert not ev.feasible
+    assert any("without attaching" in v for v in ev.violations)
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("local", "local"), ("local", "local"), ((0, 1), ())))
+    assert any("has 1 ports" in v for v in ev.violations)
+    ev = evaluate_mapping(p, MappingDesign((2, 0), ("local", "local"), ("local", "local"), ((), ())))
+    assert any("at least one layer" in v for v in ev.violations)
+
+
+def test_local_capacity_violation_by_hand():
+    # 40 layers of 405B fp8 weights (3.19 GB each = 127.5 GB) do not fit one H100's 80 GiB
+    p = problem(devices=2, modules=0, layers=41, batch_per_stage=1, context_tokens=16, weights=("local",), kv=("local",))
+    ev = evaluate_mapping(p, MappingDesign((40, 1), ("local",) * 41, ("local",) * 41, ((), ())))
+    assert not ev.feasible and any("local memory" in v for v in ev.violations)
+
+
+def test_space_size_counts_partitions_tiers_and_attachments():
+    p = problem(devices=2, modules=2, layers=3, ports=1, weights=("local", "pool"), kv=("local",))
+    # compositions of 3 into 2 = 2; weights tiers: local + 2 modules x 2 tiers = 5 per layer;
+    # attachments per device: none, module 0, module 1
+    assert space_size(p) == 2 * 5**3 * 1**3 * 3 * 3
+    assert list(compositions(4, 2)) == [(1, 3), (2, 2), (3, 1)]
+
+
+def test_paper_assumption_ignores_ports_and_is_linted():
+    data = generate_mapping(devices=2, modules=2, layers=2, assumed_device_bandwidth_GBps=26_800)
+    inst = mapping_from_data(data)
+    p = build_problem(inst)
+    ev = evaluate_mapping(p, MappingDesign((1, 1), ("pool:0:hbm", "pool:1:hbm"), ("local", "local"), ((), ())))
+    assert ev.feasible
+    assert ev.port_load_s == [0.0, 0.0]  # no port model under the assumption
+    assert max(ev.memory_s) >= p.layer.w_read_B / 26_800e9
+    codes = [x.code for x in lints(inst)]
+    assert "pool-bandwidth-exceeds-ports" in codes  # 26,800 > 1 port x 900 GB/s

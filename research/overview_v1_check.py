@@ -1,6 +1,6 @@
-"""The TensorRT-LLM v1.0 overview, never fitted: what moves and why (VALIDATION.md §6.3).
+"""The TensorRT-LLM v1.0 overview, never fitted: what moves and why (VALIDATION.md).
 
-Three diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign validate` on it:
+Four diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign validate` on it:
 
 1. the engine's own speed-up: v1.0 throughput over the 0.14 engine's on the configurations both
    overviews measure (same chip, precision, TP, PP, ISL/OSL; Llama 3.3 70B against 3.1 70B, one
@@ -8,48 +8,52 @@ Three diagnostics of `validation/trtllm-1.0-overview.csv` beside `codesign valid
 2. the time a row's decode iteration lacks in the model: (measured round - model round) / (PP x
    OSL) iterations, and that per sequence of the micro-batch, per (model, chip, layout) over the
    decode-heavy scenarios;
-3. hopper's calibration re-fitted on half of the file's hopper rows (the split rule of §3) and
+3. hopper's calibration re-fitted on half of the file's hopper rows (the id-hash split) and
    reported on the other half: does the model's structure carry to the new engine? Once on the
-   dense models' rows, once with the MoE rows too (run with attention DP; their EP degree, not
-   printed, does not enter the model's features, eq. 4.6). Diagnostic only, nothing is written
-   to the calibration.
+   dense models' rows, once with the MoE rows too (run with attention DP). Diagnostic only,
+   nothing is written to the calibration;
 4. the host time per sequence of a step (``host_us_per_sequence``, eq. 5.3) fitted with each family
    on the split's fit half of its rows (reported on the other half), against the same fit without
    it: how much of what the rows lack is host time?
 
-    python benchmarks/overview_v1_check.py
+    python research/overview_v1_check.py
 
-Writes validation/trtllm_1_0_check.json. About 4 minutes.
+Writes research/results/trtllm_1_0_check.json. About 4 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics as st
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from codesign import validate as V
+from codesign.calibration.engine import skip_reason
+from codesign.calibration.fit import FitOptions, family_of, fit_calibration
+from codesign.calibration.report import predict_row
+from codesign.calibration.rows import Row, make_split, read_rows
 from codesign.jsonio import write_json_atomic
 
-CSV = V.REPO_ROOT / "validation" / "trtllm-1.0-overview.csv"
-OUT = V.REPO_ROOT / "validation" / "trtllm_1_0_check.json"
+REPO = Path(__file__).resolve().parent.parent
+CSV = REPO / "validation" / "trtllm-1.0-overview.csv"
+OUT = REPO / "research" / "results" / "trtllm_1_0_check.json"
 #: scenarios whose round is mostly decode steps, and mostly prefill
 DECODE_HEAVY = {(128, 2048), (128, 4096), (500, 2000), (1000, 1000), (1000, 2000), (2048, 2048)}
 PREFILL_HEAVY = {(2048, 128), (5000, 500)}
 #: the 0.14 overview's rows: the measurements and the two models it left out of them (§6.2)
-OLD = (V.DEFAULT_MEASUREMENTS, V.REPO_ROOT / "validation" / "other-models.csv")
+OLD = (REPO / "validation" / "measurements.csv", REPO / "validation" / "other-models.csv")
 SAME_ARCHITECTURE = {"llama-3.3-70b": "llama-3.1-70b"}
 
 
-def _key(r: V.Row) -> tuple:
+def _key(r: Row) -> tuple:
     return (SAME_ARCHITECTURE.get(r.model, r.model), r.gpu, r.precision, r.tp, r.pp, r.isl, r.osl)
 
 
-def engine_ratios(new: list[V.Row]) -> dict:
-    old = {_key(r): r.value for path in OLD for r in V.read_rows(path)[0] if r.concurrency is None}
+def engine_ratios(new: list[Row]) -> dict:
+    old = {_key(r): r.value for path in OLD for r in read_rows(path)[0] if r.concurrency is None}
     ratios = {(r.isl, r.osl, r.model, r.gpu): r.value / old[_key(r)] for r in new if _key(r) in old}
     out: dict = {"configurations": len(ratios)}
     for name, cls in (("decode_heavy", DECODE_HEAVY), ("prefill_heavy", PREFILL_HEAVY), ("all", None)):
@@ -58,12 +62,12 @@ def engine_ratios(new: list[V.Row]) -> dict:
     return out
 
 
-def missing_time(new: list[V.Row]) -> dict:
+def missing_time(new: list[Row]) -> dict:
     groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in new:
-        if V.skip_reason(r) is not None or (r.isl, r.osl) not in DECODE_HEAVY:
+        if skip_reason(r) is not None or (r.isl, r.osl) not in DECODE_HEAVY:
             continue
-        p = V.predict_row(r)
+        p = predict_row(r)
         b = p["batch"]
         round_measured = b * r.dp * r.osl / r.value
         round_model = r.pp * p["prefill_step_s"] + r.pp * (r.osl - 1) * p["decode_step_s"]
@@ -77,9 +81,7 @@ def missing_time(new: list[V.Row]) -> dict:
 def refit(family: str, dense_only: bool, host: bool = False) -> dict:
     """One family's calibration fitted on the split's fit rows of the file's rows of its chips
     (dense models only, or also the MoE rows, run with attention DP), with or without the host
-    time per sequence (``Variant.fit_host``)."""
-    import csv
-
+    time per sequence (``FitOptions.fit_host``)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{family}.csv"
         with CSV.open(newline="") as f, path.open("w", newline="") as g:
@@ -87,12 +89,11 @@ def refit(family: str, dense_only: bool, host: bool = False) -> dict:
             writer = csv.DictWriter(g, fieldnames=reader.fieldnames)
             writer.writeheader()
             for row in reader:
-                if V.family_of(row["gpu"]) == family and (not dense_only or row["model"].startswith("llama-3")):
+                if family_of(row["gpu"]) == family and (not dense_only or row["model"].startswith("llama-3")):
                     writer.writerow(row)
         split = Path(tmp) / "split.json"
-        V.make_split(path, split)
-        r = V.fit_calibration(path, split, families=[family], pooled=False,
-                              variant=V.Variant("host" if host else "model", fit_host=host))[family]
+        make_split(path, split)
+        r = fit_calibration(path, split, families=[family], pooled=False, options=FitOptions(fit_host=host))[family]
     return {k: r[k] for k in ("params", "n_fit", "fit_mape_pct", "n_held_out", "held_out_mape_pct")}
 
 
@@ -101,10 +102,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    new, bad = V.read_rows(CSV)
+    new, bad = read_rows(CSV)
     assert not bad, bad
     out = {
-        "csv": str(CSV.relative_to(V.REPO_ROOT)),
+        "csv": str(CSV.relative_to(REPO)),
         "engine_speedup_over_0_14": engine_ratios(new),
         "decode_iteration_time_the_model_lacks": missing_time(new),
         "hopper_refit_on_v1_0_dense_rows": refit("hopper", dense_only=True),

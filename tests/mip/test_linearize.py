@@ -1,9 +1,13 @@
-"""Exhaustive truth tables of every linearization, each through a real solve.
+"""codesign.mip.linearize: exhaustive truth tables of every linearization, each through a real
+solve (HiGHS and CP-SAT).
 
 For one-hot y (schedule side, values a_s) and one-hot x (hardware side, values h_j), the
 product expression u must equal a_s·h_j/unit at *every* pair, from below and from above: we fix
 the pair by variable bounds and both minimise and maximise u. A relaxation that only bounded u
 from one side would pass one direction and fail the other.
+
+A no-good (the driver's exclusion of a design) must make exactly its assignment infeasible: every
+assignment of small domains is fixed by bounds in turn, and only the excluded one has no solution.
 """
 
 from __future__ import annotations
@@ -132,3 +136,92 @@ def test_negative_factor_rejected():
     y = lin.onehot(mip, "y", ["0"])
     with pytest.raises(ValueError, match="non-negative"):
         lin.product(mip, "p", np.array([-1.0]), y, np.array([1.0]), y, 1.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# no-goods: exactly the excluded assignment is cut off
+# --------------------------------------------------------------------------------------------------
+
+
+def _feasible_with(mip: MIP, fixed: dict[int, float], solver: str) -> bool:
+    """Fix variables by their bounds, solve the feasibility problem, restore the bounds."""
+    saved = {i: (mip.vars[i].lb, mip.vars[i].ub) for i in fixed}
+    for i, v in fixed.items():
+        mip.vars[i].lb = mip.vars[i].ub = float(v)
+    try:
+        res = solve(mip, solver)
+    finally:
+        for i, (lo, hi) in saved.items():
+            mip.vars[i].lb, mip.vars[i].ub = lo, hi
+    assert res.status in ("optimal", "infeasible", "feasible"), res.status
+    return res.status != "infeasible"
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("excluded", [(1, 0, 1), (0, 0, 0), (1, 1, 1)])
+def test_nogood_over_binaries_truth_table(solver, excluded):
+    mip = MIP()
+    b = np.array([mip.add_binary(f"b{i}") for i in range(3)])
+    mip.set_objective([], [])
+    lin.nogood(mip, "cut", b, np.array(excluded, dtype=float))
+    for values in itertools.product((0, 1), repeat=3):
+        assert _feasible_with(mip, dict(zip(b.tolist(), values, strict=True)), solver) == (values != excluded), values
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_nogood_over_one_hot_groups_truth_table(solver):
+    """Two one-hot groups (a hardware choice of 4, a schedule choice of 3): excluding the pair
+    (2, 1) leaves the other 11 pairs, and every one of them stays feasible."""
+    mip = MIP()
+    x = lin.onehot(mip, "x", ["0", "1", "2", "3"])
+    y = lin.onehot(mip, "y", ["0", "1", "2"])
+    mip.set_objective([], [])
+    chosen = np.zeros(len(mip.vars))
+    chosen[[x[2], y[1]]] = 1.0
+    idx = np.concatenate([x, y])
+    lin.nogood(mip, "cut", idx, chosen[idx], onehot=True)
+    for i, j in itertools.product(range(4), range(3)):
+        fixed = {int(v): float(v in (x[i], y[j])) for v in idx}
+        assert _feasible_with(mip, fixed, solver) == ((i, j) != (2, 1)), (i, j)
+
+
+def test_nogood_over_one_hot_needs_binaries():
+    mip = MIP()
+    n = mip.add_var("n", 0, 3, integer=True)
+    with pytest.raises(ValueError, match="non-binary"):
+        lin.nogood(mip, "cut", np.array([n]), np.array([1.0]), onehot=True)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("excluded", [(2, -1, 1), (0, 1, 0), (3, 0, 1)])
+def test_nogood_over_general_integers_truth_table(solver, excluded):
+    """n in 0..3, m in -1..1 and a binary b: the excluded assignment (at a bound or inside) is
+    the only one of the 24 cut off; values within 1e-6 of an integer count as it."""
+    mip = MIP()
+    n = mip.add_var("n", 0, 3, integer=True)
+    m = mip.add_var("m", -1, 1, integer=True)
+    b = mip.add_binary("b")
+    mip.set_objective([], [])
+    noisy = np.array(excluded, dtype=float) + np.array([1e-7, -1e-7, 0.0])
+    lin.nogood(mip, "cut", np.array([n, m, b]), noisy)
+    for values in itertools.product(range(4), range(-1, 2), (0, 1)):
+        fixed = {n: values[0], m: values[1], b: values[2]}
+        assert _feasible_with(mip, fixed, solver) == (values != excluded), values
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_successive_nogoods_walk_the_assignments_in_order(solver):
+    """min 2n + 3b over n in 0..2, b binary, excluding each optimum in turn: 0, 2, 3, 4, 5, 7,
+    then nothing is left."""
+    mip = MIP()
+    n = mip.add_var("n", 0, 2, integer=True)
+    b = mip.add_binary("b")
+    mip.set_objective([n, b], [2.0, 3.0])
+    seen = []
+    for k in range(7):
+        res = solve(mip, solver)
+        if res.status == "infeasible":
+            break
+        seen.append(round(res.objective))
+        lin.nogood(mip, f"cut{k}", np.array([n, b]), res.x[[n, b]])
+    assert seen == [0, 2, 3, 4, 5, 7]

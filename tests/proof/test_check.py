@@ -116,7 +116,7 @@ def test_an_edited_placement_design_fails(saved, tmp_path):
 
 
 def test_a_solution_checks_from_another_directory(saved, tmp_path, monkeypatch):
-    path, data = saved["tiny-pf-mapping"]
+    _path, data = saved["tiny-pf-mapping"]
     copy_ = write(tmp_path / "elsewhere.json", data)
     monkeypatch.chdir(tmp_path)
     assert check_solution(copy_)["ok"]
@@ -269,7 +269,7 @@ def test_a_forged_witness_is_refuted_by_the_proof(certificates, tmp_path):
     """A certificate that claims the design is optimal, consistently (its own design as witness,
     bound = its objective, gap 0, the matching statement): what the model derives holds, so only
     the solve that asks for a better design than the witness refutes it."""
-    path, data = certificates["tiny-3d-llama8b"]
+    _path, data = certificates["tiny-3d-llama8b"]
     p = load("tiny-3d-llama8b")
     a = p.assess(p.parse_design(data["design"]))
     from codesign.proof.certify import build

@@ -80,7 +80,7 @@ def solve_runs(problem: Problem, solver: str, repeats: int, *, time_limit: float
     return {
         "status": [s.status for s in sols],
         "objective": s0.objective, "bound": s0.bound, "gap": s0.gap,
-        "objectives": [s.objective for s in sols], "gaps": [s.gap for s in sols],
+        "objectives": [s.objective for s in sols], "bounds": [s.bound for s in sols], "gaps": [s.gap for s in sols],
         "internal": s0.proof.get("internal_objective"),
         "build_s": [s.build_s for s in sols], "solve_s": [s.solve_s for s in sols], "total_s": [s.time_s for s in sols],
         "median_total_s": statistics.median(s.time_s for s in sols),

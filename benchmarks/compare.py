@@ -14,10 +14,12 @@ optimum is compared with codesign's (``agree``). Results: benchmarks/results/com
     python benchmarks/compare.py --series scaling --quick  # small budgets, for a smoke run
     python benchmarks/compare.py --series named --instances tiny-3d-llama8b --methods codesign,tpe
 
-Series are functions in ``SERIES`` returning (label, instance) pairs. The ``mapping`` series
+Series are functions in ``SERIES`` returning (label, problem) pairs. The ``mapping`` series
 (issue 4: generated pipeline mappings, coupled through shared port/switch capacity) runs codesign
 and the mapping brute force only (the other methods assume a decomposable hardware x schedule
-space).
+space). Every codesign solve is :func:`codesign.proof.driver.solve` (``common.solve_runs``); the
+"MIP only" runs give the same driver the grid MIP built without the decomposed bound presolve
+(:class:`MipOnly`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -47,13 +47,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repo, when not pip-installed
 
 import baselines as B
+from common import RESULTS, machine, solve_runs
 
+from codesign.kinds import registry
+from codesign.kinds.base import Formulation
+from codesign.kinds.grid.formulation import build, formulation_of
+from codesign.kinds.grid.generate import scaled_instance
+from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.space import build_tables, space_size
-from codesign.kinds.grid.spec import Instance, load_instance
+from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import evaluate, objective_from_internal
-from codesign.proof.driver import solve_instance
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 NAMED = [
     "tiny-3d-llama8b", "dgx-llama70b-chip-choice", "pf-llama405b-paper", "pf-llama405b-consistent",
@@ -70,19 +73,25 @@ SCALING = [
 ]
 
 
+class MipOnly(Grid):
+    """The same grid problem, its MIP built without the decomposed bound presolve (the
+    "before" figures); solved by the same driver."""
+
+    def formulate(self, solver: str) -> Formulation:
+        return formulation_of(build(self.inst, integer_grid=solver == "cpsat", decompose=False))
+
+
 def named_series(names: list[str] | None = None):
     for n in names or NAMED:
-        yield n, load_instance(n)
+        yield n, registry.load(n)
 
 
 def scaling_series(names: list[str] | None = None):
-    from codesign.kinds.grid.generate import generate
-
     for w, lvl, obj in SCALING:
-        inst = generate(w, lvl, objective=obj)
-        if names and inst.name not in names:
+        data = scaled_instance(w, lvl, objective=obj)
+        if names and data["name"] not in names:
             continue
-        yield inst.name, inst
+        yield data["name"], registry.from_data(data, source=f"<{data['name']}>")
 
 
 #: mapping series (issue 4): (devices, modules, layers, ports, tiers); brute force runs on the
@@ -98,57 +107,47 @@ def mapping_series(names: list[str] | None = None):
     ``codesign.kinds.mapping.generate.generate_mapping``. The stages share port/switch capacity and
     the pipeline period is a max over stages, so the instance does not decompose: the
     decomposed enumeration, the DeepStack loop and the searches over flat decision vectors do
-    not apply; codesign is compared with the mapping brute force (``codesign.kinds.mapping.brute``)."""
+    not apply; codesign is compared with the mapping brute force (``Problem.brute_force()``)."""
     from codesign.kinds.mapping.generate import generate_mapping
-    from codesign.kinds.mapping.spec import mapping_from_data
 
     tiers = {"l": ("local",), "lp": ("local", "pool"), "lhp": ("local", "host", "pool")}
     for d, m, layers, ports, t in MAPPING:
         raw = generate_mapping(devices=d, modules=m, layers=layers, ports=ports, host_GiB=256 if "h" in t else 0.0,
                                weights=tiers[t if t != "l" else "lp"], kv=tiers[t])
-        inst = mapping_from_data(raw)
-        label = f"{inst.name}-p{ports}"
+        label = f"{raw['name']}-p{ports}"
         if names and label not in names:
             continue
-        yield label, inst
+        yield label, registry.from_data(raw, source=f"<{raw['name']}>")
 
 
-def bench_mapping(label, inst, methods, args, rate_box: list) -> dict:
-    from codesign.kinds.mapping.brute import MAX_POINTS, brute_force_mapping
-    from codesign.kinds.mapping.solve import solve_mapping
-    from codesign.model.mapping import build_problem
-    from codesign.model.mapping import space_size as mapping_space_size
+def bench_mapping(label, problem, methods, args, rate_box: list) -> dict:
+    """codesign (both solvers) and the brute force on one coupled mapping instance. Objectives
+    are compared in the user's metric (``internal`` holds it here)."""
+    from codesign.kinds.mapping.brute import MAX_POINTS
 
-    p = build_problem(inst)
-    n = mapping_space_size(p)
+    n = problem.space_size()
     print(f"== {label}: {float(n):.3g} points (mapping)", flush=True)
     row: dict = {"instance": label, "kind": "mapping", "space_size": float(n), "workloads": 1,
-                 "objective_metric": p.objective, "sense": "max" if p.objective == "tokens_per_s" else "min",
+                 "objective_metric": problem.metric, "sense": problem.sense,
                  "tables_s": 0.0, "methods": {}, "loadavg_at_start": os.getloadavg()[0]}
     m = row["methods"]
     if "codesign" in methods:
         for solver in ("highs", "cpsat"):
             t = time.perf_counter()
-            runs = [solve_mapping(inst, solver=solver, time_limit=args.mapping_limit) for _ in range(args.repeats)]
-            m[f"codesign-{solver}"] = {
-                "status": [r.status for r in runs], "objective": runs[0].objective, "internal": runs[0].objective,
-                "bound": runs[0].bound, "gap": runs[0].gap, "nodes": [r.nodes for r in runs],
-                "build_s": [r.build_s for r in runs], "solve_s": [r.solve_s for r in runs], "total_s": [r.time_s for r in runs],
-                "median_total_s": statistics.median(r.time_s for r in runs),
-                "median_build_s": statistics.median(r.build_s for r in runs),
-                "median_solve_s": statistics.median(r.solve_s for r in runs), "mip": runs[0].mip,
-            }
+            r = solve_runs(problem, solver, args.repeats, time_limit=args.mapping_limit)
+            m[f"codesign-{solver}"] = {**r, "internal": r["objective"]}
             print(f"   codesign-{solver:6s} {time.perf_counter() - t:7.2f}s  {_short(m[f'codesign-{solver}'])}", flush=True)
     opt = next((m[k]["objective"] for k in ("codesign-highs", "codesign-cpsat") if k in m and m[k]["status"][0] == "optimal"), None)
     row["optimum"] = row["optimum_internal"] = opt
     if "brute" in methods:
         if n <= MAX_POINTS:
             t = time.perf_counter()
-            b = brute_force_mapping(p)
+            b = problem.brute_force()
             el = time.perf_counter() - t
             rate_box.append(b.points / el)
             m["brute"] = {"finished": True, "seconds": el, "time_s": el, "points_per_s": b.points / el,
-                          "points_total": b.points, "extrapolated": False, "internal": b.objective}
+                          "points_total": b.points, "extrapolated": False,
+                          "internal": None if b.best is None else b.best.objective}
         elif rate_box:
             rate = statistics.median(rate_box)
             m["brute"] = {"finished": False, "seconds": 0.0, "time_s": n / rate, "points_per_s": rate,
@@ -168,53 +167,18 @@ METHODS = ["codesign", "mip-only", "brute", "decomposed", "decomposed-pruned", "
            "random", "tpe", "nsga2", "cmaes"]
 
 
-def machine() -> dict:
-    def sh(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    lscpu = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in sh(["lscpu"]).splitlines() if ":" in ln}
-    import highspy
-    import ortools
-
-    try:
-        import optuna
-
-        ov = optuna.__version__
-    except ImportError:
-        ov = None
-    return {
-        "cpu": lscpu.get("Model name"), "cores": os.cpu_count(), "python": platform.python_version(),
-        "numpy": np.__version__, "highspy": getattr(highspy, "__version__", None),
-        "ortools": ortools.__version__, "optuna": ov, "platform": platform.platform(),
-        "git": sh(["git", "-C", str(RESULTS.parent.parent), "rev-parse", "--short", "HEAD"]).strip(),
-    }
-
-
 def decomposable(inst: Instance) -> bool:
     """Every constraint involves the hardware alone or one workload (all current instances)."""
     return not getattr(inst.spec, "mapping", None)
 
 
-def run_codesign(inst, solver, repeats, time_limit, decompose=True) -> dict:
-    runs = []
-    for _ in range(repeats):
-        s = solve_instance(inst, solver=solver, time_limit=time_limit, decompose=decompose)
-        runs.append(s)
-    med = statistics.median(r.time_s for r in runs)
-    r0 = runs[0]
-    return {
-        "status": [r.status for r in runs], "objective": r0.objective, "internal": r0.internal_objective,
-        "bound": r0.bound, "gap": r0.gap, "nodes": [r.nodes for r in runs],
-        "build_s": [r.build_s for r in runs], "solve_s": [r.solve_s for r in runs],
-        "total_s": [r.time_s for r in runs], "median_total_s": med,
-        "median_build_s": statistics.median(r.build_s for r in runs),
-        "median_solve_s": statistics.median(r.solve_s for r in runs),
-        "binaries": r0.mip.get("binaries"), "rows": r0.mip.get("rows"), "pruned": r0.mip.get("pruned"),
-        "decompose": decompose, "time_limit": time_limit,
-    }
+def run_codesign(inst: Instance, solver, repeats, time_limit, decompose=True) -> dict:
+    """codesign's solve of a grid instance, ``repeats`` times, by the one driver."""
+    problem = Grid(inst) if decompose else MipOnly(inst)
+    r = solve_runs(problem, solver, repeats, time_limit=time_limit)
+    mip = r.pop("mip")
+    return {**r, "binaries": mip.get("binaries"), "rows": mip.get("rows"), "pruned": mip.get("pruned"),
+            "decompose": decompose}
 
 
 def scale_of(inst, tables, opt_internal) -> float:
@@ -226,7 +190,8 @@ def scale_of(inst, tables, opt_internal) -> float:
         return 1.0
 
 
-def bench_instance(label, inst, methods, args) -> dict:
+def bench_instance(label, problem: Grid, methods, args) -> dict:
+    inst = problem.inst
     print(f"== {label}: {space_size(inst):.3g} points", flush=True)
     t0 = time.perf_counter()
     tables = build_tables(inst)
@@ -338,11 +303,11 @@ def main(argv=None) -> None:
     data.update({"machine": machine(), "series": args.series, "settings": {k: str(v) for k, v in vars(args).items()}})
     names = [x for x in args.instances.split(",") if x] or None
     rate_box: list = []
-    for label, inst in SERIES[args.series](names):
+    for label, problem in SERIES[args.series](names):
         if args.series == "mapping":
-            row = bench_mapping(label, inst, methods, args, rate_box)
+            row = bench_mapping(label, problem, methods, args, rate_box)
         else:
-            row = bench_instance(label, inst, methods, args)
+            row = bench_instance(label, problem, methods, args)
         old = next((r for r in data["results"] if r["instance"] == label), None)
         if old is not None:
             # a partial re-run (--methods) replaces only the methods it measured

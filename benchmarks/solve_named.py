@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, load, machine, same, solve_runs, stored_optimum  # noqa: E402
+from common import RESULTS, load, machine, same, solve_runs, stored_optimum
 
-from codesign.jsonio import write_json_atomic  # noqa: E402
-from codesign.kinds import registry  # noqa: E402
+from codesign.jsonio import write_json_atomic
+from codesign.kinds import registry
 
 #: spaces up to this many points are also enumerated
 BRUTE_FORCE_LIMIT = 5e7

@@ -11,10 +11,10 @@ ports, local memory that binds, electrical medium, explicit routing weights with
 Draws are kept only if their whole design space has at most ``--max-points`` points, so that the
 brute force (every per-layer / per-expert design, evaluated by the model) is the ground truth.
 A draw fails when a solver does not prove optimality, its optimum differs from brute force by
-more than 1e-6 relative, the infeasibility verdicts differ, or solving raises. Failing instances
-are written to ``tests/data/`` with ``--save-failures``. ``tests/test_exactness_random.py``
-imports :func:`draw_mapping`, :func:`draw_placement`, :func:`check_mapping`,
-:func:`check_placement` from this file.
+more than 1e-6 relative, the infeasibility verdicts differ, or solving raises. Every draw is
+loaded with :func:`codesign.kinds.registry.from_data`, enumerated with ``Problem.brute_force()``
+and solved with :func:`codesign.proof.driver.solve`. Failing instances are written to
+``tests/data/`` with ``--save-failures``; ``--json`` writes every outcome.
 """
 
 from __future__ import annotations
@@ -37,7 +37,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from codesign.errors import InputError  # noqa: E402
-from codesign.model.hardware import GiB, calibration_for  # noqa: E402
+from codesign.kinds import registry  # noqa: E402
+from codesign.model.calibration import shipped  # noqa: E402
+from codesign.proof.driver import solve  # noqa: E402
+
+GiB = 2.0**30
 
 #: relative agreement of an optimum with brute force
 RTOL = 1e-6
@@ -84,8 +88,8 @@ def _subset(rng: np.random.Generator, items: tuple[str, ...]) -> tuple[str, ...]
 
 
 def _capacity_GiB(chip: str, usable_B: float) -> float:
-    """Raw capacity (GiB) whose calibrated usable capacity is ``usable_B``."""
-    cal = calibration_for(chip)
+    """Raw capacity (GiB) whose usable capacity under the shipped calibration is ``usable_B``."""
+    cal = shipped().for_chip(chip)
     return (usable_B / GiB + cal.runtime_reserve_GiB) / cal.usable_memory_fraction
 
 
@@ -98,8 +102,6 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
     ``symmetry``: 4-5 devices of one chip and 2-3 modules (identical middle devices and modules:
     the symmetry-breaking rows of the MIP are active)."""
     from codesign.kinds.mapping.generate import generate_mapping
-    from codesign.kinds.mapping.spec import mapping_from_data
-    from codesign.model.mapping import build_problem, space_size
 
     while True:
         D = int(rng.integers(4, 6) if symmetry else rng.integers(2, 5))
@@ -141,11 +143,11 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
         if modules and rng.random() < 0.25:
             data["appliance"]["medium"] = "electrical"
         try:
-            inst = mapping_from_data(data)
-            p = build_problem(inst)
+            problem = registry.from_data(data)
+            p = problem.model
         except (InputError, ValueError):
             continue
-        if space_size(p) > max_points:
+        if problem.space_size() > max_points:
             continue
         if rng.random() < 0.35:  # local memory that binds: room for a few layers' weights + KV
             lay = p.layer
@@ -159,8 +161,7 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
                     room = fixed + per * float(rng.uniform(0.3, 3.0))
                 g["memory_capacity_GiB"] = _capacity_GiB(g["chip"], room)
             try:
-                inst = mapping_from_data(data)
-                build_problem(inst)
+                registry.from_data(data).model  # noqa: B018 (builds and checks the instance)
             except (InputError, ValueError):
                 continue
         if rng.random() < 0.35:
@@ -171,57 +172,46 @@ def draw_mapping(rng: np.random.Generator, max_points: float = MAX_POINTS, *, ed
 def _resolve_mapping_budget(data: dict[str, Any]) -> dict[str, Any]:
     """The draw's relative budget ``tpot_factor`` (x the fastest design's tpot, found by brute
     force) -> an absolute ``tpot_s``; dropped when no design is feasible anyway."""
-    from codesign.kinds.mapping.brute import brute_force_mapping
-    from codesign.kinds.mapping.spec import mapping_from_data
-    from codesign.model.mapping import build_problem
-
     b = data.get("budgets", {}).get("tpot_factor")
     if b is None:
         return data
     fast = copy.deepcopy(data)
     fast.pop("budgets")
     fast["objective"] = {"metric": "tokens_per_s"}
-    p = build_problem(mapping_from_data(fast))
-    bf = brute_force_mapping(p)
+    problem = registry.from_data(fast)
+    bf = problem.brute_force()
     out = copy.deepcopy(data)
-    if bf.objective is None:
+    if bf.best is None:
         out.pop("budgets")
         return out
-    tpot_min = p.stages * p.micro_batch / bf.objective
+    p = problem.model
+    tpot_min = p.stages * p.micro_batch / bf.best.objective
     out["budgets"] = {"tpot_s": tpot_min * b}
     out["description"] += f"; tpot budget = {b!r} x the fastest design's tpot"
     return out
 
 
 def check_mapping(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> Outcome:
-    from codesign.kinds.mapping.brute import brute_force_mapping
-    from codesign.kinds.mapping.solve import solve_mapping
-    from codesign.kinds.mapping.spec import mapping_from_data
-    from codesign.model.mapping import build_problem, space_size
-
-    return _check("mapping", data, mapping_from_data, build_problem, space_size, brute_force_mapping,
-                  lambda inst, p, s: solve_mapping(inst, solver=s), solvers, seed)
+    return _check("mapping", data, solvers, seed)
 
 
-def _check(kind: str, data: dict[str, Any], load, build, size, brute, solve, solvers, seed: int) -> Outcome:
-    """Brute force vs every solver on one drawn instance of ``kind`` (the two families differ
-    only in the functions passed)."""
+def _check(kind: str, data: dict[str, Any], solvers, seed: int) -> Outcome:
+    """Brute force vs every solver on one drawn instance of ``kind``."""
     t0 = time.perf_counter()
     out = Outcome(kind, seed, data)
-    inst = load(data)
-    p = build(inst)
-    out.points = size(p)
-    bf = brute(p)
-    out.brute = bf.objective
+    problem = registry.from_data(data)
+    out.points = problem.space_size()
+    bf = problem.brute_force()
+    out.brute = None if bf.best is None else bf.best.objective
     for s in solvers:
         try:
-            sol = solve(inst, p, s)
+            sol = solve(problem, solver=s)
         except Exception as exc:  # a ModelError is a finding, not a crash of the stress run
             out.problems.append(f"ERROR {s}: raised {type(exc).__name__}: {exc}")
             out.results[s] = {"error": traceback.format_exc(limit=3)}
             continue
         out.results[s] = {"status": sol.status, "objective": sol.objective, "bound": sol.bound, "gap": sol.gap, "termination": sol.termination, "design": sol.design}
-        _compare(out, s, sol.status, sol.objective, bf.objective, sense=sol.sense, bound=sol.bound)
+        _compare(out, s, sol.status, sol.objective, out.brute, sense=sol.sense, bound=sol.bound)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -267,8 +257,7 @@ def _composition(rng: np.random.Generator, n: int) -> list[int]:
 def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, edges: bool = True) -> dict[str, Any]:
     """A random tiny placement instance dict whose design space brute force can enumerate.
     ``edges``: also draw budgets on the model's 1e-9 feasibility tolerance."""
-    from codesign.kinds.placement.spec import generate_placement, placement_from_data
-    from codesign.model.placement import build_problem, space_size
+    from codesign.kinds.placement.spec import generate_placement
 
     while True:
         D = int(_choice(rng, (2, 2, 3, 3, 4, 4, 4, 6)))
@@ -306,10 +295,11 @@ def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, 
         if rng.random() < 0.3:
             data["network"] = {"dispatch_bytes_per_element": float(_choice(rng, (1.0, 2.0))), "combine_bytes_per_element": float(_choice(rng, (1.0, 2.0, 4.0)))}
         try:
-            pb = build_problem(placement_from_data(data))
+            problem = registry.from_data(data)
+            pb = problem.model
         except (InputError, ValueError):
             continue
-        if space_size(pb) > max_points:
+        if problem.space_size() > max_points:
             continue
         if rng.random() < 0.35:  # device memory with room for exactly n experts (may be infeasible)
             lo = math.ceil(E / D)
@@ -317,7 +307,7 @@ def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, 
             room = pb.fixed_store_B + (n + float(_choice(rng, (0.5, 0.0)))) * pb.expert_store_B
             data["devices"]["memory_capacity_GiB"] = _capacity_GiB(data["devices"]["chip"], room)
             try:
-                build_problem(placement_from_data(data))
+                registry.from_data(data).model  # noqa: B018 (builds and checks the instance)
             except (InputError, ValueError):
                 continue
         if rng.random() < 0.35:
@@ -326,34 +316,26 @@ def draw_placement(rng: np.random.Generator, max_points: float = MAX_POINTS, *, 
 
 
 def _resolve_placement_budget(data: dict[str, Any]) -> dict[str, Any]:
-    from codesign.kinds.placement.solve import brute_force_placement
-    from codesign.kinds.placement.spec import placement_from_data
-    from codesign.model.placement import build_problem
-
+    """As :func:`_resolve_mapping_budget`, for placement (tpot = batch / tokens/s)."""
     b = data.get("budgets", {}).get("tpot_factor")
     if b is None:
         return data
     fast = copy.deepcopy(data)
     fast.pop("budgets")
     fast["objective"] = {"metric": "tokens_per_s"}
-    pb = build_problem(placement_from_data(fast))
-    bf = brute_force_placement(pb)
+    problem = registry.from_data(fast)
+    bf = problem.brute_force()
     out = copy.deepcopy(data)
-    if bf.objective is None:
+    if bf.best is None:
         out.pop("budgets")
         return out
-    out["budgets"] = {"tpot_s": pb.batch / bf.objective * b}
+    out["budgets"] = {"tpot_s": problem.model.batch / bf.best.objective * b}
     out["description"] += f"; tpot budget = {b!r} x the fastest design's tpot"
     return out
 
 
 def check_placement(data: dict[str, Any], *, solvers=SOLVERS, seed: int = -1) -> Outcome:
-    from codesign.kinds.placement.solve import brute_force_placement, solve_placement
-    from codesign.kinds.placement.spec import placement_from_data
-    from codesign.model.placement import build_problem, space_size
-
-    return _check("placement", data, placement_from_data, build_problem, space_size, brute_force_placement,
-                  lambda inst, pb, s: solve_placement(inst, solver=s, problem=pb), solvers, seed)
+    return _check("placement", data, solvers, seed)
 
 
 # --- driver ---------------------------------------------------------------------------------

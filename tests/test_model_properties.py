@@ -559,9 +559,10 @@ def test_ring_and_in_switch_chips_in_one_mip_brute_force_equals_both_solvers() -
     96 designs through ``evaluate``; the best feasible one is what HiGHS and CP-SAT prove optimal."""
     import tomllib
 
+    from codesign.kinds.grid.problem import Grid
     from codesign.kinds.grid.spec import instance_from_data
     from codesign.paths import instances_dir
-    from codesign.proof.driver import solve_instance
+    from codesign.proof.driver import solve
 
     raw = tomllib.loads((instances_dir() / "dgx-llama70b-chip-choice.toml").read_text())
     raw["hardware"]["decisions"]["chip"] = ["a100-sxm-80gb", "h100-sxm", "b200"]
@@ -579,6 +580,6 @@ def test_ring_and_in_switch_chips_in_one_mip_brute_force_equals_both_solvers() -
     assert switch == {"a100-sxm-80gb": False, "h100-sxm": True, "b200": True}
     assert best is not None
     for solver in ("highs", "cpsat"):
-        sol = solve_instance(inst, solver=solver)
+        sol = solve(Grid(inst), solver=solver)
         assert sol.status == "optimal"
         assert close(sol.objective, best)

@@ -30,3 +30,67 @@ def test_results_are_extended_only_when_made_from_the_same_inputs(tmp_path):
     # another measurements file: what the old file holds does not carry over
     other = {**made_from, "csv": "other-models.csv"}
     assert results_to_extend(path, other, "probes") == {**other, "probes": {}}
+
+
+def test_plain_json_of_numpy_and_non_finite_values():
+    import numpy as np
+
+    from codesign.jsonio import jsonable
+
+    assert jsonable({1: np.float64(2.5), "a": np.array([1, 2]), "b": (np.int64(3),), "c": -math.inf}) == {
+        "1": 2.5, "a": [1, 2], "b": [3], "c": "-inf"}
+
+
+def test_reading_json_names_the_file_and_what_is_wrong(tmp_path):
+    import pytest
+
+    from codesign.errors import InputError
+    from codesign.jsonio import read_json
+
+    with pytest.raises(InputError, match="file not found"):
+        read_json(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON") as info:
+        read_json(tmp_path / "bad.json")
+    assert info.value.file == str(tmp_path / "bad.json")
+    (tmp_path / "bin.json").write_bytes(b"\x89PNG\x00\xff")
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_json(tmp_path / "bin.json")
+    with pytest.raises(InputError, match="a directory"):
+        read_json(tmp_path)
+
+
+def test_an_atomic_write_keeps_an_existing_files_permissions_and_refuses_a_directory(tmp_path):
+    import os
+    import stat
+
+    import pytest
+
+    from codesign.errors import InputError
+    from codesign.jsonio import write_text_atomic
+
+    path = tmp_path / "f.txt"
+    path.write_text("old")
+    os.chmod(path, 0o600)
+    write_text_atomic(path, "new")
+    assert path.read_text() == "new" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    with pytest.raises(InputError, match="the path is a directory"):
+        write_text_atomic(tmp_path, "x")
+    blocker = tmp_path / "plain"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match="cannot write here"):
+        write_text_atomic(blocker / "inside.txt", "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt", "plain"]
+
+
+def test_an_atomic_write_that_fails_midway_leaves_the_old_file(tmp_path):
+    import pytest
+
+    from codesign.jsonio import atomic_output
+
+    path = tmp_path / "f.txt"
+    path.write_text("old")
+    with pytest.raises(RuntimeError), atomic_output(path) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]

@@ -447,6 +447,14 @@ def test_the_legend_says_how_indicator_rows_are_written(cli, tmp_path):
     assert "big-M" in str(json.loads((tmp_path / "t.mps.json").read_text())["indicators"])
 
 
+@pytest.mark.xfail(strict=True, reason="export writes Problem.formulate('highs'), which runs the decomposed bound "
+                   "presolve: 14 hardware designs of small-3d-llama8b (provably not optimal) are missing from the "
+                   "file, while kinds/grid/formulation.build's docstring says export keeps every design")
+def test_export_keeps_every_design_the_bound_presolve_would_drop(cli, tmp_path):
+    assert cli("export", "small-3d-llama8b", "-o", tmp_path / "s.mps").exit_code == 0
+    assert json.loads((tmp_path / "s.mps.json").read_text())["pruned"].get("hardware-bound", 0) == 0
+
+
 def test_export_takes_its_format_from_the_suffix(cli, input_error, tmp_path):
     lp = tmp_path / "m.lp"
     assert cli("export", TINY, "-o", lp).exit_code == 0

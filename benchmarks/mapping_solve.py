@@ -77,32 +77,39 @@ def solve_row(problem, name: str, series: str, repeats: int, time_limit: float) 
     return row
 
 
-def workers(names: list[str], counts: list[int], time_limit: float, out: Path) -> None:
+def workers(names: list[str], counts: list[int], repeats: int, time_limit: float, out: Path) -> None:
+    """CP-SAT on each named instance with each worker count, ``repeats`` runs each (the counts
+    taking turns, so that a change of load falls on all of them)."""
     rows: list[dict[str, Any]] = []
-    doc = {"machine": machine(), "time_limit_s": time_limit, "counts": counts, "default": CPSAT_WORKERS,
-           "command": "python benchmarks/mapping_solve.py " + " ".join(sys.argv[1:]), "rows": rows}
+    t_start = time.perf_counter()
+    doc = {"machine": machine(), "time_limit_s": time_limit, "counts": counts, "repeats": repeats,
+           "default": CPSAT_WORKERS, "command": "python benchmarks/mapping_solve.py " + " ".join(sys.argv[1:]),
+           "rows": rows}
     for name in names:
         problem = registry.load(name)
         row: dict[str, Any] = {"name": name, "kind": problem.kind, "space_log10": log10(problem.space_size()),
-                               "metric": problem.metric, "threads": {}}
+                               "metric": problem.metric, "threads": {str(n): [] for n in counts}}
         stored = stored_optimum(problem)
-        for n in counts:
-            r = solve_runs(problem, "cpsat", 1, time_limit=time_limit, threads=n)
-            row["threads"][str(n)] = {"status": r["status"][0], "objective": r["objective"], "bound": r["bound"],
-                                      "gap": r["gap"], "total_s": r["total_s"][0], "rounds": r["rounds"][0],
-                                      "termination": r["termination"][0], "loadavg_at_start": r["loadavg_at_start"][0],
-                                      "equals_stored": None if stored is None or r["status"][0] != "optimal"
-                                      else same(r["objective"], stored["objective"])}
-            print(f"{name:36s} threads {n}: {r['status'][0]:9s} {r['total_s'][0]:7.2f}s gap {r['gap']} "
-                  f"(load {r['loadavg_at_start'][0]:.1f})", flush=True)
+        for _ in range(repeats):
+            for n in counts:
+                r = solve_runs(problem, "cpsat", 1, time_limit=time_limit, threads=n)
+                row["threads"][str(n)].append({
+                    "status": r["status"][0], "objective": r["objective"], "bound": r["bound"], "gap": r["gap"],
+                    "total_s": r["total_s"][0], "rounds": r["rounds"][0], "termination": r["termination"][0],
+                    "loadavg_at_start": r["loadavg_at_start"][0],
+                    "equals_stored": None if stored is None or r["status"][0] != "optimal"
+                    else same(r["objective"], stored["objective"])})
+                print(f"{name:36s} threads {n}: {r['status'][0]:9s} {r['total_s'][0]:7.2f}s gap {r['gap']} "
+                      f"(load {r['loadavg_at_start'][0]:.1f})", flush=True)
         rows.append(row)
+        doc["wall_s"] = time.perf_counter() - t_start
         write_json_atomic(out, doc)
     print(f"wrote {out}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None, help="runs per solver (default 3; --quick, --workers: 1)")
     ap.add_argument("--time-limit", type=float, default=120.0, help="per solve, seconds")
     ap.add_argument("--quick", action="store_true", help="named instances only, one repeat")
     ap.add_argument("--workers", default="", help="comma-separated CP-SAT worker counts: only that measurement")
@@ -113,16 +120,19 @@ def main() -> None:
     a = ap.parse_args()
     names = a.instances.split(",") if a.instances else named()
     if a.workers:
-        workers(names, [int(x) for x in a.workers.split(",")], a.time_limit, a.out or RESULTS / "mapping_cpsat_workers.json")
+        workers(names, [int(x) for x in a.workers.split(",")], a.repeats or 1, a.time_limit,
+                a.out or RESULTS / "mapping_cpsat_workers.json")
         return
     out = a.out or RESULTS / ("mapping_solve_named.json" if a.quick else "mapping_solve.json")
-    repeats = 1 if a.quick else a.repeats
+    repeats = a.repeats or (1 if a.quick else 3)
     rows: list[dict[str, Any]] = []
-    doc = {"machine": machine(), "repeats": repeats, "time_limit_s": a.time_limit,
+    t_start = time.perf_counter()
+    doc = {"machine": machine(), "repeats": repeats, "time_limit_s": a.time_limit, "cpsat_default_workers": CPSAT_WORKERS,
            "command": "python benchmarks/mapping_solve.py " + " ".join(sys.argv[1:]), "rows": rows}
 
     def record(row: dict[str, Any]) -> None:
         rows.append(row)
+        doc["wall_s"] = time.perf_counter() - t_start
         meds = {s: row["solvers"][s]["median"]["total_s"] for s in row["solvers"]}
         print(f"{row['name']:40s} 10^{row['space_log10']:7.1f}  " + "  ".join(
             f"{s} {v:7.2f}s {row['solvers'][s]['statuses']}" for s, v in meds.items())

@@ -43,6 +43,7 @@ def main() -> None:
     names = args.instances.split(",") if args.instances else grid_names()
     solvers = args.solvers.split(",")
     rows = []
+    t_start = time.perf_counter()
     out = {"machine": machine(), "repeats": args.repeats, "time_limit_s": args.time_limit,
            "command": "python benchmarks/solve_named.py " + " ".join(sys.argv[1:]), "results": rows}
     for name in names:
@@ -65,6 +66,7 @@ def main() -> None:
         row["stored"] = stored
         row["equals_stored"] = None if stored is None else all(same(o, stored["objective"]) for o in objs)
         rows.append(row)
+        out["wall_s"] = time.perf_counter() - t_start
         write_json_atomic(args.out, out)  # a partial run keeps what it measured
     print(f"wrote {args.out}")
 

@@ -2,7 +2,10 @@
 instances (issue 4), including infeasible draws, binding budgets and capacities, and budgets on
 the model's tolerance edge.
 
-    python benchmarks/stress_exactness.py --family mapping --draws 200 --seed 0
+    python benchmarks/stress_exactness.py --family both --draws 200 --seed 0 \
+        --json benchmarks/results/stress_exactness.json
+    python benchmarks/stress_exactness.py --family mapping-symmetry --draws 100 \
+        --json benchmarks/results/stress_exactness_symmetry.json
     python benchmarks/stress_exactness.py --family placement --draws 200 --seed 0 --save-failures
 
 Every draw is a TOML-able instance dict (from :func:`codesign.kinds.mapping.generate.generate_mapping`
@@ -23,6 +26,7 @@ import argparse
 import copy
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -378,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     solvers = tuple(args.solvers.split(","))
     summary: dict[str, Any] = {}
     records = []
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     for fam in families:
         stats = {"draws": 0, "infeasible": 0, "failures": 0, "seconds": 0.0, "points_max": 0, "budget": 0, "by_class": {}}
         for seed in range(args.seed, args.seed + args.draws):
@@ -390,7 +396,11 @@ def main(argv: list[str] | None = None) -> int:
             stats["points_max"] = max(stats["points_max"], o.points)
             flag = "ok " if o.ok else "FAIL"
             print(f"{fam:9s} seed {seed:4d} {flag} points {o.points:8d} brute {o.brute!r:24s} {o.seconds:6.2f}s", flush=True)
-            records.append({"family": fam, "seed": seed, "ok": o.ok, "points": o.points, "brute": o.brute, "problems": o.problems, "results": {s: {k: v for k, v in r.items() if k != "design"} for s, r in o.results.items()}})
+            # a draw that passed: each solver's status and objective; a finding: all the solver said
+            keep = ("status", "objective") if o.ok else ("status", "objective", "bound", "gap", "termination", "error")
+            records.append({"family": fam, "seed": seed, "ok": o.ok, "points": o.points, "brute": o.brute, "problems": o.problems,
+                            "seconds": round(o.seconds, 4),
+                            "results": {s: {k: v for k, v in r.items() if k in keep} for s, r in o.results.items()}})
             if not o.ok:
                 stats["failures"] += 1
                 print("    " + data["description"], flush=True)
@@ -405,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         summary[fam] = stats
     print(json.dumps(summary, indent=2))
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "records": records}, indent=1, default=str))
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from common import machine
+
+        args.json.write_text(json.dumps({
+            "machine": machine(), "command": "python benchmarks/stress_exactness.py " + " ".join(sys.argv[1:]),
+            "loadavg_at_start": load_start, "loadavg_at_end": os.getloadavg()[0],
+            "wall_s": time.perf_counter() - t_start, "summary": summary, "records": records}, indent=1, default=str))
     return 1 if any(s["failures"] for s in summary.values()) else 0
 
 

@@ -238,7 +238,7 @@ def export_cmd(
         raise InputError("the output's suffix names another format", file=output, key="--format", value=fmt_,
                          expected=f"--format {suffix} for a .{suffix} file", suggestion="leave --format out: the suffix decides")
     problem = load_problem(ctx, name, budgets)
-    form = problem.formulate("highs")
+    form = problem.formulate("highs", presolve=False)
     if form.empty_reason:
         raise InputError(f"nothing to export: {form.empty_reason}", value=problem.name)
     path = output or Path(f"{problem.name}.{fmt_}")
@@ -250,7 +250,8 @@ def export_cmd(
             "meaning": f"(file objective) x {form.objective_unit:.17g} = the internal objective of {problem.metric} "
                        f"({problem.sense}); {problem.metric} = {problem.internal_description}",
         },
-        "indicators": "indicator rows are written as the big-M rows the HiGHS backend solves, named <row>.ub / <row>.lb",
+        "indicator_rows": "written as the big-M rows the HiGHS backend solves (M from the variables' bounds), named "
+                          "<row>.ub / <row>.lb",
         "design_columns": {written["columns"][int(i)]: form.describe(int(i)) if form.describe else form.mip.vars[int(i)].name
                            for i in form.design_vars},
         **form.stats,

@@ -257,8 +257,10 @@ class Problem(ABC):
 
     # --- the MIP ----------------------------------------------------------------------------
     @abstractmethod
-    def formulate(self, solver: str) -> Formulation:
-        """The exact MIP (``solver`` chooses encodings: CP-SAT gets integer grids)."""
+    def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
+        """The exact MIP (``solver`` chooses encodings: CP-SAT gets integer grids). ``presolve``
+        False keeps every design in the MIP, also those a presolve proves worse than the best
+        (``export`` writes the whole space)."""
 
     def brute_force(self) -> BruteForce:
         """Every design evaluated with the model; ValueError when the space is too large."""

@@ -101,7 +101,10 @@ def check_solution(path: str | Path) -> dict[str, Any]:
         return _report(False, [str(exc)], "")
     problems: list[str] = []
     if rec.design is not None:
-        a = problem.assess(problem.parse_design(rec.design, source=str(path)))
+        try:
+            a = problem.assess(problem.parse_design(rec.design, source=str(path)))
+        except InputError as exc:
+            return _report(False, [f"not a design of the instance: {exc}"], "")
         derived = records.evaluation(problem, a).as_dict()
         stated = {k: raw.get(k) for k in derived if k not in ("record",)}
         problems += differences(stated, {k: v for k, v in derived.items() if k != "record"})
@@ -116,7 +119,10 @@ def check_solution(path: str | Path) -> dict[str, Any]:
     named = named_paths().get(rec.instance)
     drift = ""
     if named is not None:
-        current = load(named, calibration=problem.calibration)
+        # the named instance with the record's own --budget and --objective
+        current = load(named, calibration=problem.calibration).with_budgets(problem.budget_texts())
+        if current.metric != problem.metric:
+            current = current.with_objective(problem.metric)
         if current.content_hash != rec.instance_hash:
             problems.append(f"the named instance {rec.instance} ({named}) has changed since the solution was written")
         drift = f" (the named instance {rec.instance} is unchanged)" if current.content_hash == rec.instance_hash else ""
@@ -142,11 +148,15 @@ def check_certificate(path: str | Path, *, prove: bool = True, solver: str = "hi
     except _Edited as exc:
         return _report(False, [str(exc)], "")
     problems: list[str] = []
-    a = problem.assess(problem.parse_design(rec.design or {}, source=str(path)))
+    try:
+        a = problem.assess(problem.parse_design(rec.design or {}, source=str(path)))
+        w = None if rec.bound_source.witness is None else problem.assess(
+            problem.parse_design(rec.bound_source.witness, source=f"{path} bound_source.witness"))
+    except InputError as exc:  # a design that is not one of the instance's: an edited record
+        return _report(False, [f"not a design of the instance: {exc}"], "")
     src = rec.bound_source
     bound: float | None = None
-    if src.witness is not None:
-        w = problem.assess(problem.parse_design(src.witness, source=f"{path} bound_source.witness"))
+    if w is not None:
         if not w.feasible:
             problems.append("bound_source.witness: the witness design is infeasible")
         bound = w.objective

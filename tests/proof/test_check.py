@@ -139,10 +139,6 @@ def test_a_solution_made_under_another_calibration_checks_under_it(tmp_path, mon
         check_solution(path)
 
 
-@pytest.mark.xfail(strict=True, reason="check_solution compares a record with the named instance of the same "
-                   "name (codesign/proof/check.py), but a solve with --budget or --objective keeps the instance's "
-                   "name while its content differs: every such solution fails with 'the named instance ... has "
-                   "changed' although nothing changed")
 @pytest.mark.parametrize("variant", ["budget", "objective"])
 def test_a_budgeted_or_reobjectived_solution_of_a_named_instance_rechecks(variant, tmp_path):
     p = load("tiny-3d-llama8b")

@@ -106,8 +106,8 @@ class Grid(Problem):
         return f"Σ weight x {self.metric} over the workloads (SI): {self.metric} = it / {total:g}"
 
     # --- the MIP ----------------------------------------------------------------------------
-    def formulate(self, solver: str) -> Formulation:
-        comp = build(self.inst, integer_grid=solver == "cpsat", decompose=True)
+    def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
+        comp = build(self.inst, integer_grid=solver == "cpsat", decompose=presolve)
         return formulation_of(comp)
 
     def brute_force(self) -> BruteForce:

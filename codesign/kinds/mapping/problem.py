@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from codesign.errors import InputError
 from codesign.kinds.base import (
     Assessment,
     BruteForce,
@@ -38,8 +39,12 @@ from codesign.model.mapping import (
     objective_sense,
     parse_mapping_design,
     space_size,
+    structural_violations,
 )
 from codesign.proof.driver import solve
+
+#: the structural violations that make a design not one of the space (the rest make it infeasible)
+SHAPE_VIOLATIONS = ("layers_per_stage has", "attach has", "every stage needs")
 
 #: CP-SAT's largest integer coefficient for these MIPs. The period enters the energy objective
 #: on a grid of ~1e9 steps: measured objective rounding 1.2e-6 relative with the backend's 1e9
@@ -117,7 +122,16 @@ class Mapping(Problem):
 
     # --- the model --------------------------------------------------------------------------
     def parse_design(self, data: dict[str, Any], source: str = "design") -> dict[str, Any]:
-        return parse_mapping_design(self.model, data, source=source).as_dict()
+        """A design of the space: the decisions given, the baseline's for the others; a wrong
+        shape (stage counts, one tier per layer, modules per device) is an InputError."""
+        if not isinstance(data, dict):
+            raise InputError("a mapping design is a table", file=source, value=type(data).__name__)
+        design = parse_mapping_design(self.model, {**self.baseline(), **data}, source=source)
+        shape = [v for v in structural_violations(self.model, design) if v.startswith(SHAPE_VIOLATIONS)]
+        if shape:
+            raise InputError("not a design of this instance: " + "; ".join(shape), file=source,
+                             expected="a design like the instance's baseline (`codesign show NAME --json`)")
+        return design.as_dict()
 
     def assess(self, design: dict[str, Any]) -> Assessment:
         p = self.model
@@ -154,7 +168,8 @@ class Mapping(Problem):
         return "energy per token in J"
 
     # --- the MIP ----------------------------------------------------------------------------
-    def formulate(self, solver: str) -> Formulation:
+    def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
+        """(No presolve removes designs from this kind's MIP: ``presolve`` changes nothing.)"""
         mm = build_mapping(self.model)
         design_vars = np.array([*mm.n, *mm.cw.values(), *mm.ck.values(), *mm.a.values()], dtype=np.int64)
         return Formulation(
@@ -182,22 +197,20 @@ class Mapping(Problem):
 
     def explain(self, *, solver: str, time_limit: float | None, progress: Any = None) -> dict[str, Any]:
         """Why no mapping is feasible: the tpot budget (with the least tpot any design reaches, from
-        a solve without it) or memory capacity (the bytes to hold against the room)."""
+        a solve without it) or memory capacity (the bytes to hold against the room); a feasible
+        instance says so."""
         p = self.model
+        if (answer := feasible_answer(self, solver, time_limit)) is not None:
+            return answer
         conflicts: list[dict[str, Any]] = []
         if p.tpot_budget_s is not None:
-            raw = copy.deepcopy(self.data)
-            raw["budgets"].pop("tpot_s", None)
-            raw["objective"] = {"metric": "tokens_per_s"}  # the least period is the least tpot
-            free = solve(Mapping.from_data(raw, source=f"{self.name} without its tpot budget",
-                                           calibration=self.calibration), solver=solver, time_limit=time_limit)
-            if free.status in ("optimal", "feasible"):
-                least = free.metrics["tpot_s"] if free.status == "optimal" else None
+            least = least_tpot(self, solver, time_limit)
+            if least is not None:
                 msg = f"the tpot budget {p.tpot_budget_s:.6g} s: without it the instance is feasible"
-                if least is not None:
-                    msg += f", and the least tpot any design reaches is {least:.6g} s (the budget must be at least that)"
-                conflicts.append({"name": "budgets.tpot_s", "message": msg, "least_feasible_value": least})
-                return _explanation(conflicts)
+                if least.get("value") is not None:
+                    msg += f", and the least tpot any design reaches is {least['value']:.6g} s (the budget must be at least that)"
+                conflicts.append({"name": "budgets.tpot_s", "message": msg, "least_feasible_value": least.get("value")})
+                return explanation(conflicts)
         lay = p.layer
         need = p.layers * (lay.w_store_B + lay.kv_store_B) + p.first_store_B + p.last_store_B
         room = sum(x.local_capacity_B + x.host_capacity_B for x in p.devices)
@@ -217,10 +230,35 @@ class Mapping(Problem):
                               "message": f"the bytes fit in total ({need / GiB:,.1f} of {room / GiB:,.1f} GiB) but not "
                                          f"per device and tier: whole layers (weights {lay.w_store_B / GiB:.2f} GiB, KV "
                                          f"{lay.kv_store_B / GiB:.2f} GiB) do not pack into the devices' tiers"})
-        return _explanation(conflicts)
+        return explanation(conflicts)
 
 
-def _explanation(conflicts: list[dict[str, Any]]) -> dict[str, Any]:
+def feasible_answer(problem: Problem, solver: str, time_limit: float | None) -> dict[str, Any] | None:
+    """The explanation of a feasible instance (a solve finds a design the model accepts), else None."""
+    sol = solve(problem, solver=solver, time_limit=time_limit)
+    if sol.termination.startswith("interrupted"):
+        raise KeyboardInterrupt
+    if sol.design is not None and sol.feasible:
+        return {"feasible": True, "conflicts": [], "relaxations": [], "note": "the instance is feasible",
+                "complete": True, "interrupted": False}
+    return None
+
+
+def least_tpot(problem: Problem, solver: str, time_limit: float | None) -> dict[str, Any] | None:
+    """Without its tpot budget and maximising tokens/s (the least period is the least tpot): the
+    least tpot any design reaches (``value`` None when the solve stopped short of the proof), or
+    None when the instance is infeasible even without the budget."""
+    raw = copy.deepcopy(problem.data)
+    raw["budgets"].pop("tpot_s", None)
+    raw["objective"] = {"metric": "tokens_per_s"}
+    free = solve(type(problem).from_data(raw, source=f"{problem.name} without its tpot budget",
+                                         calibration=problem.calibration), solver=solver, time_limit=time_limit)
+    if free.status not in ("optimal", "feasible"):
+        return None
+    return {"value": free.metrics["tpot_s"] if free.status == "optimal" else None}
+
+
+def explanation(conflicts: list[dict[str, Any]]) -> dict[str, Any]:
     """An explanation record's fields for a kind that names its conflicts without relaxations."""
     return {"feasible": False, "conflicts": conflicts, "relaxations": [], "note": "", "complete": True,
             "interrupted": False}

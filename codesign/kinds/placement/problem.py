@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from codesign.errors import InputError
 from codesign.kinds.base import (
     Assessment,
     BruteForce,
@@ -22,7 +23,7 @@ from codesign.kinds.base import (
     Sense,
     register,
 )
-from codesign.kinds.mapping.problem import BACKEND_OPTIONS
+from codesign.kinds.mapping.problem import BACKEND_OPTIONS, explanation, feasible_answer, least_tpot
 from codesign.kinds.mapping.render import host_term_lints
 from codesign.kinds.placement import render
 from codesign.kinds.placement.brute import brute_force_placement
@@ -34,6 +35,7 @@ from codesign.kinds.placement.spec import (
     placement_from_data,
 )
 from codesign.model.calibration import CalibrationSet
+from codesign.model.hardware import GiB
 from codesign.model.placement import (
     PlacementProblem,
     build_problem,
@@ -41,6 +43,7 @@ from codesign.model.placement import (
     objective_sense,
     parse_placement_design,
     space_size,
+    structural_violations,
 )
 
 #: what the conventional design is, when an instance gives no [baseline]
@@ -105,7 +108,16 @@ class Placement(Problem):
 
     # --- the model --------------------------------------------------------------------------
     def parse_design(self, data: dict[str, Any], source: str = "design") -> dict[str, Any]:
-        return parse_placement_design(self.model, data, source=source).as_dict()
+        """A design of the space: the decisions given, the baseline's for the others; a device
+        index out of range or groups that do not partition the devices are an InputError."""
+        if not isinstance(data, dict):
+            raise InputError("a placement design is a table", file=source, value=type(data).__name__)
+        design = parse_placement_design(self.model, {**self.baseline(), **data}, source=source)
+        wrong = structural_violations(self.model, design)
+        if wrong:
+            raise InputError("not a design of this instance: " + "; ".join(wrong), file=source,
+                             expected="a design like the instance's baseline (`codesign show NAME --json`)")
+        return design.as_dict()
 
     def assess(self, design: dict[str, Any]) -> Assessment:
         pb = self.model
@@ -132,7 +144,8 @@ class Placement(Problem):
         return "energy per token in J"
 
     # --- the MIP ----------------------------------------------------------------------------
-    def formulate(self, solver: str) -> Formulation:
+    def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
+        """(No presolve removes designs from this kind's MIP: ``presolve`` changes nothing.)"""
         pm = build_placement(self.model)
         design_vars = np.array([*pm.n.values(), *pm.y], dtype=np.int64)
         return Formulation(
@@ -157,3 +170,25 @@ class Placement(Problem):
 
     def render_design(self, console: Any, assessment: Assessment) -> None:
         render.print_design(console, self.model, assessment.design, assessment.detail)
+
+    def explain(self, *, solver: str, time_limit: float | None, progress: Any = None) -> dict[str, Any]:
+        """Why no placement is feasible: the tpot budget (with the least step time any placement
+        reaches, from a solve without it) or the devices' memory (experts they can hold against the
+        model's); a feasible instance says so."""
+        pb = self.model
+        if (answer := feasible_answer(self, solver, time_limit)) is not None:
+            return answer
+        if pb.tpot_budget_s is not None and (least := least_tpot(self, solver, time_limit)) is not None:
+            msg = f"the tpot budget {pb.tpot_budget_s:.6g} s: without it the instance is feasible"
+            if least.get("value") is not None:
+                msg += f", and the least tpot any placement reaches is {least['value']:.6g} s (the budget must be at least that)"
+            return explanation([{"name": "budgets.tpot_s", "message": msg, "least_feasible_value": least.get("value")}])
+        room = pb.max_experts_per_device * pb.devices
+        return explanation([{
+            "name": "memory capacity",
+            "message": f"each device holds at most {pb.max_experts_per_device} experts ({pb.expert_store_B / GiB:.3f} GiB "
+                       f"each over the MoE layers, beside {pb.fixed_store_B / GiB:.2f} GiB of the rest in "
+                       f"{pb.capacity_B / GiB:.2f} GiB usable): {room} on {pb.devices} devices, the model has "
+                       f"{pb.experts}; add devices, or use a chip with more memory or a smaller batch or context",
+        }])
+

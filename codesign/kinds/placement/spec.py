@@ -21,7 +21,7 @@ from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import Precision
 from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
 from codesign.model.calibration import CalibrationSet, shipped
-from codesign.model.placement import zipf_weights
+from codesign.model.routing import zipf_weights
 from codesign.model.workload import load_workload
 from codesign.schema import Strict, load_toml, validate
 

@@ -69,9 +69,6 @@ def test_stages_that_do_not_cover_the_layers_are_infeasible(tiny):
     assert not a.feasible and a.violations == ("layers_per_stage sums to 5, the model has 4 layers",)
 
 
-@pytest.mark.xfail(strict=True, reason="Mapping.parse_design (model.mapping.parse_mapping_design) refuses a partial "
-                   "design ('mapping design is missing a key'), while the Problem protocol, api.certify and README "
-                   "say decisions not given keep the baseline's values")
 def test_a_partial_design_keeps_the_baselines_other_decisions(tiny):
     d = tiny.parse_design({"layers_per_stage": [1, 3]})
     assert d == {**tiny.baseline(), "layers_per_stage": [1, 3]}

@@ -53,18 +53,12 @@ def test_a_design_outside_the_space_is_bad_input(design, tiny):
         tiny.assess(tiny.parse_design(design))
 
 
-@pytest.mark.xfail(strict=True, reason="Placement.parse_design checks only a design's shape: a device index out of "
-                   "range or groups that are no partition pass it and are refused only by assess() (the Problem "
-                   "protocol: parse_design raises InputError when the design is not of the space)")
 @pytest.mark.parametrize("design", OUTSIDE[:2])
 def test_parse_design_refuses_a_design_outside_the_space(design, tiny):
     with pytest.raises(InputError):
         tiny.parse_design(design)
 
 
-@pytest.mark.xfail(strict=True, reason="Placement.parse_design (model.placement.parse_placement_design) refuses a "
-                   "partial design ('placement design is missing a key' / 'needs groups'), while the Problem "
-                   "protocol, api.certify and README say decisions not given keep the baseline's values")
 def test_a_partial_design_keeps_the_baselines_other_decisions(tiny):
     assert tiny.parse_design({"experts": [0, 0, 1, 1, 2, 2, 3, 3]}) == {
         "experts": [0, 0, 1, 1, 2, 2, 3, 3], "groups": [[0, 1], [2, 3]]}

@@ -275,7 +275,7 @@ def _verdict(doc: dict, total: int) -> str:
         for m in r["problems"]:
             solver = m.split()[1].rstrip(":")
             res = r["results"].get(solver, {})
-            parts.append(f"{solver} left {r['family']} seed {r['seed']} unproven ({res.get('status')} at "
+            parts.append(f"{ {'highs': 'HiGHS', 'cpsat': 'CP-SAT'}.get(solver, solver)} left {r['family']} seed {r['seed']} unproven ({res.get('status')} at "
                          f"{'the brute-force optimum' if res.get('objective') == r['brute'] else res.get('objective')}, "
                          f"gap {res.get('gap')}; the solver's last round ended \"{res.get('termination')}\")")
     return "; ".join(parts)

@@ -364,8 +364,8 @@ def test_missing_memory_reference(tmp_catalog: Path) -> None:
 
 
 def test_scale_up_kind_must_fit_domain(tmp_catalog: Path) -> None:
-    # the RTX PRO 6000 workstation card has a scale-up domain of 1 (VALIDATION.md §5.4 would give
-    # the L40S a PCIe server's domain, so it is not the fixture)
+    # the RTX PRO 6000 workstation card has a scale-up domain of 1 (the L40S may get a PCIe
+    # server's domain one day, so it is not the fixture)
     _edit(
         tmp_catalog / "chips" / "rtx-pro-6000.toml",
         'scale_up_interconnect = "pcie-gen5-x16"',

@@ -19,7 +19,8 @@ from codesign.calibration.engine import row_instance
 from codesign.calibration.rows import Row
 from codesign.model import workload
 from codesign.model.schedule import schedule_table
-from codesign.model.workload import load_workload, step_costs
+from codesign.model.step import step_costs
+from codesign.model.workload import load_workload
 
 
 def test_logits_bytes_per_sequence_by_hand():

@@ -31,6 +31,7 @@ from codesign.kinds.grid.spec import Instance, load_instance, parse_design
 from codesign.model import thermal
 from codesign.model.evaluate import constraints, eval_form, evaluate, workload_forms
 from codesign.model.hardware import HardwareTable
+from codesign.model.schedule import schedule_table
 
 NAMED = [
     "tiny-3d-llama8b",
@@ -486,24 +487,28 @@ def test_no_sampled_feasible_design_beats_brute_force_on_small(data: st.DataObje
 # --------------------------------------------------------------------------------------------------
 
 
-def test_tiny_baseline_activation_traffic_by_hand(monkeypatch) -> None:
+def test_tiny_baseline_activation_traffic_by_hand() -> None:
     """tiny-3d-llama8b baseline decode step (batch 32, TP 4, PP 1): activations between kernels
     (eq. 2.15h, 4.5a). Llama 3.1 8B per token: replicated 20 x 4096 x 32 + 4 x 4096 = 2,637,824
     elements; sharded (4 x 4096 + 2 x 1024) x 32 + 6 x 14336 x 32 = 3,342,336, a quarter per device.
-    Per device 2 B x 32 x (2,637,824 + 835,584) = 222,298,112 B, read at the tile's bank-limited
-    4 x 75.165 mm2 x 512 B / 48 ns x 0.25 = 0.80176 TB/s times the memory efficiency 0.85: they add
-    222,298,112 / (0.80176e12 x 0.85) = 0.3262 ms to the local-memory stream."""
-    from codesign.model import workload
-
+    Per device 2 B x 32 x (2,637,824 + 835,584) = 222,298,112 B; with the logits of the 32 sequences,
+    whole on every rank (32 x 128,256 x 20 B = 82,083,840 B, eq. 2.15l), they are what the step reads
+    beyond its weights and KV cache. The local-memory stream reads its bytes at the tile's
+    bank-limited 4 x 75.165 mm2 x 512 B / 48 ns x 0.25 = 0.80176 TB/s times the memory efficiency
+    0.85: the activations add 222,298,112 / (0.80176e12 x 0.85) = 0.3262 ms to it."""
     inst = inst_of("tiny-3d-llama8b")
     base = inst.baseline()
-    with_act = evaluate(inst, base).metrics["decode_step.memory_local_s"]
-    monkeypatch.setattr(workload, "activation_elements", lambda w: (0.0, 0.0))
-    without = evaluate(inst, base).metrics["decode_step.memory_local_s"]
+    t = schedule_table(inst, inst.workloads[0].name)
+    f = {k: float(v[t.index_of(base)]) for k, v in t.features.items()}
     act_B = 2 * 32 * (2_637_824 + 3_342_336 / 4)
     assert act_B == 222_298_112
+    beyond = f["decode.bytes_local"] - f["decode.bytes_weights_local"] - f["decode.bytes_kv_local"]
+    assert beyond == pytest.approx(act_B + 82_083_840, rel=1e-12)
     rate = 4 * 75.1652 * 512 / 48e-9 * 0.25 * 0.85  # A_fp = 40 + 0.25 + 8192 x 20^2 x 1.5 / 1e6 + 30
-    assert with_act - without == pytest.approx(act_B / rate, rel=1e-6)
+    m = evaluate(inst, base).metrics
+    local_s = m["decode_step.memory_local_s"] + m["decode_step.memory_local_overlapped_s"]
+    assert local_s == pytest.approx(f["decode.bytes_local"] / rate, rel=1e-6)
+    assert act_B / rate == pytest.approx(0.3262e-3, rel=1e-3)
 
 
 def test_tiny_baseline_decode_compute_time_by_hand() -> None:

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InputError
+from codesign.model.step import StepCosts, activation_elements, step_costs
 from codesign.model.workload import (
-    StepCosts,
+    embedding_bytes_per_param,
     expected_experts_touched,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
@@ -25,7 +26,6 @@ from codesign.model.workload import (
     list_workloads,
     load_workload,
     param_counts,
-    step_costs,
     weight_bytes,
 )
 
@@ -621,8 +621,6 @@ def test_activation_elements_by_hand() -> None:
       sharded (4 x 4096 + 2 x 1024) x 32 + 6 x (2 x 14336) x 32 = 589,824 + 5,505,024 = 6,094,848
     step_costs carries them at 2 B per element and token.
     """
-    from codesign.model.workload import activation_elements, load_workload, step_costs
-
     assert activation_elements(load_workload("llama-3.1-70b")) == (13_139_968.0, 16_547_840.0)
     mixtral = load_workload("mixtral-8x7b")
     assert activation_elements(mixtral) == (3_424_256.0, 6_094_848.0)
@@ -635,8 +633,6 @@ def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():
     """Per decode step the LM head is read whole at 2 B/param (plus one 16-bit embedding row per
     sequence), whatever the weights' precision: Llama 3.1 8B's 128,256 x 4096 x 2 B = 1,050,673,152 B
     (+ 4096 x 2 B); at the weights' own 1 B without the 16-bit floor, half of it."""
-    from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
-
     w = load_workload("llama-3.1-8b")
     assert embedding_bytes_per_param(1.0) == 2.0 and embedding_bytes_per_param(4.0) == 4.0
     c = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0,

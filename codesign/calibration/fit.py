@@ -1,6 +1,6 @@
 """Fitting the calibration per chip family on the fit rows of a split (``codesign calibrate``).
 
-Per calibration family (a catalog chip's ``family``; VALIDATION.md §3) the fit minimises the MAPE
+Per calibration family (a catalog chip's ``family``; VALIDATION.md §4) the fit minimises the MAPE
 of the family's fit rows over the fields of FIT_FIELDS (Nelder-Mead from three deterministic
 starts, restarted until it stops gaining), each within its physical bounds (FIT_BOUNDS), with the
 memory rule's one free field, the runtime reserve, searched on a grid around it. The stream

@@ -18,16 +18,16 @@ budgets and SLOs, each with a stable name shared with formulations/ and the solv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from codesign.errors import InputError
+from codesign.kinds.grid.budgets import FORM_OF, HARDWARE_METRICS
+from codesign.kinds.grid.spec import Instance, parsed_budgets
 from codesign.model.hardware import HardwareTable, hardware_table
-from codesign.model.schedule import PHASES, ScheduleTable, schedule_table
-
-if TYPE_CHECKING:
-    from codesign.kinds.grid.spec import Instance
-
+from codesign.model.schedule import PHASES, ScheduleTable, schedule_table, structural_reason
+from codesign.model.workload import load_workload
 
 #: a constraint lhs <= rhs holds when lhs <= rhs + FEASIBILITY_RTOL·|rhs| (one tolerance for the
 #: verifier, brute force and the MIP presolve; solvers meet rows to ~1e-9 on O(1)-scaled rows)
@@ -268,10 +268,6 @@ def constraints(inst: Instance, hw: HardwareTable, scheds: dict[str, ScheduleTab
 
 def custom_constraints(inst: Instance, scheds: dict[str, ScheduleTable]) -> list[Constraint]:
     """``[[budgets.custom]]`` and ``--budget``: Σ coef·metric <= rhs, each metric a form."""
-    from codesign.errors import InputError
-    from codesign.kinds.grid.budgets import FORM_OF, HARDWARE_METRICS
-    from codesign.kinds.grid.spec import parsed_budgets
-
     out = []
     for b in parsed_budgets(inst):
         workloads = {t.workload for t in b.terms if t.workload is not None}
@@ -376,8 +372,6 @@ def _single(inst: Instance, design: dict[str, Any]) -> tuple[HardwareTable, dict
     hw = hardware_table(inst, hw_designs)
     scheds: dict[str, ScheduleTable] = {}
     problems: list[str] = []
-    from codesign.model.schedule import structural_reason
-    from codesign.model.workload import load_workload
 
     for w in inst.workloads:
         decs = inst.schedule_decisions(w.name)

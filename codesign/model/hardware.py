@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import Field
 
+from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model import compute, memory, network, thermal
 from codesign.model.calibration import Calibration
@@ -378,8 +379,6 @@ def socket_size_of(inst: Instance) -> int | None:
     hardware column)."""
     if inst.hardware.family != "catalog":
         return None
-    from codesign import catalog
-
     chips = inst.hardware.decisions.get("chip") or [inst.hardware.chip]
     sizes: dict[str, int] = {}
     for cid in chips:
@@ -398,8 +397,6 @@ def socket_size_of(inst: Instance) -> int | None:
 
 
 def _catalog_features(inst: Instance, t: HardwareTable) -> None:
-    from codesign import catalog
-
     chips = t.decisions["chip"]
     uniq = sorted(set(chips.tolist()))
     cols: dict[str, np.ndarray] = {}
@@ -467,8 +464,6 @@ def _pool_features(inst: Instance, t: HardwareTable) -> None:
         _put(t, "pool_ports_used", 0.0, "no pooled memory")
         _put(t, "pool_ports_available", 0.0, "no pooled memory")
         return
-    from codesign import catalog
-
     app = catalog.load_appliance(sysm.appliance)
     ports = t.decisions.get("pool_ports", np.ones(t.size)).astype(float)
     port_bw = app.port_bandwidth_GBps * GBps
@@ -492,8 +487,6 @@ def _pool_features(inst: Instance, t: HardwareTable) -> None:
 
 def check_hardware_references(inst: Instance, path: Path) -> None:
     """Catalog ids named by the hardware/system sections exist."""
-    from codesign import catalog
-
     def wrap(fn, value, key):
         try:
             fn(value)

@@ -15,7 +15,7 @@ A design (:class:`MappingDesign`) gives
 * ``attach``: per device, the modules its optical ports attach to (one port per module).
 
 Per device and period (all sums over the device's layers, per-layer costs from
-:func:`codesign.model.workload.step_costs` for one micro-batch, eq. 9.2-9.6):
+:func:`codesign.model.step.step_costs` for one micro-batch, eq. 9.2-9.6):
 
     compute_d = flops_d / (F_d·η_c) + n_d·t_layer                       (+ LM head on the last)
     local_d   = bytes read from local memory (incl. every layer's activations) / (BW_d·η_m)
@@ -52,12 +52,10 @@ from typing import Any
 import numpy as np
 
 from codesign import catalog
-from codesign.errors import InputError
+from codesign.errors import InputError, did_you_mean
 from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, kv_precision_of
-from codesign.model import network
 from codesign.model.hardware import (
     PICO,
-    TB,
     GBps,
     GiB,
     achieved_memory_Bps,
@@ -65,7 +63,9 @@ from codesign.model.hardware import (
     usable_capacity_B,
 )
 from codesign.model.schedule import decoder_state_per_slot_B
-from codesign.model.workload import embedding_bytes_per_param, load_workload, step_costs
+from codesign.model.step import step_costs
+from codesign.model.tiers import Tier, memory_tiers
+from codesign.model.workload import embedding_bytes_per_param, layer_weight_params, load_workload
 
 BITS_PER_BYTE = 8
 #: host-link interconnect and host-memory technology used for the host tier's energy
@@ -92,18 +92,6 @@ class Device:
     J_per_B_host: float
     static_W: float
     stream_overlap: float
-
-
-@dataclass(frozen=True)
-class Tier:
-    """A place for weights or KV cache: kind local/host (of the device that uses it) or pool."""
-
-    label: str
-    kind: str  # local | host | pool
-    module: int = -1
-    sub: str = ""
-    capacity_B: float = math.inf  # pool tiers: per module tier; local/host: per device (see Device)
-    J_per_B: float = 0.0  # pool tiers: path + memory access
 
 
 @dataclass(frozen=True)
@@ -185,8 +173,6 @@ def build_problem(inst) -> MappingProblem:
     w_read = float(step.bytes_w_attn + step.bytes_w_mlp_dense + step.bytes_w_moe_routed + step.bytes_w_moe_shared + step.bytes_w_router) / L
     norms_layer = float(step.bytes_w_norms) - wb * w.hidden_size
     w_read += norms_layer / L
-    from codesign.model.workload import layer_weight_params
-
     lp = layer_weight_params(w)
     w_store = wb * (lp.attention + (lp.dense_mlp if lp.dense_layers else 0) + lp.routed_experts + lp.shared_experts + lp.router + lp.layer_norms)
     kv_read = float(step.bytes_kv_read + step.bytes_kv_write) / L
@@ -236,37 +222,8 @@ def build_problem(inst) -> MappingProblem:
                 )
             )
 
-    tiers = [Tier("local", "local"), Tier("host", "host")]
-    modules = 0
-    port_Bps = switch_Bps = path_J = 0.0
-    assumed = None
-    max_share = None
-    module_tiers: list[str] = []
-    if s.appliance is not None:
-        app = catalog.load_appliance(s.appliance.id)
-        modules = s.appliance.modules or app.modules
-        port_Bps = app.port_bandwidth_GBps * app.ports_per_module * GBps
-        switch_Bps = app.switching_capacity_GBps * GBps
-        e = getattr(app.energy_pJ_per_bit, s.appliance.medium)
-        g = network.appliance_system(1, 1, adapter_pJ_per_bit=e.adapter, switch_pJ_per_bit=e.switch)
-        path_J = network.path_energy_pJ_per_bit(g, "dev0", "mod0") * BITS_PER_BYTE * PICO
-        if s.appliance.assumed_device_bandwidth_GBps is not None:
-            assumed = s.appliance.assumed_device_bandwidth_GBps * GBps
-        max_share = s.appliance.max_devices_per_module
-        module_tiers = [t.name for t in app.tiers]
-        for j in range(modules):
-            for t in app.tiers:
-                tech = catalog.load_memory(t.memory_technology)
-                tiers.append(
-                    Tier(
-                        f"pool:{j}:{t.name}",
-                        "pool",
-                        module=j,
-                        sub=t.name,
-                        capacity_B=t.capacity_TB * TB / app.modules,
-                        J_per_B=path_J + tech.energy_pJ_per_bit * BITS_PER_BYTE * PICO,
-                    )
-                )
+    pool = memory_tiers(s.appliance)
+    tiers = pool.tiers
 
     def allowed(kinds: list[str]) -> list[int]:
         return [i for i, t in enumerate(tiers) if t.kind in kinds]
@@ -285,15 +242,15 @@ def build_problem(inst) -> MappingProblem:
         tiers=tiers,
         weight_tiers=allowed(s.tiers.weights),
         kv_tiers=allowed(s.tiers.kv),
-        modules=modules,
-        port_Bps=port_Bps,
-        switch_Bps=switch_Bps,
-        pool_J_per_B_path=path_J,
-        assumed_device_Bps=assumed,
-        max_devices_per_module=max_share,
+        modules=pool.modules,
+        port_Bps=pool.port_Bps,
+        switch_Bps=pool.switch_Bps,
+        pool_J_per_B_path=pool.path_J_per_B,
+        assumed_device_Bps=pool.assumed_device_Bps,
+        max_devices_per_module=pool.max_devices_per_module,
         tpot_budget_s=s.budgets.tpot_s,
         objective=s.objective.metric,
-        module_tiers=module_tiers,
+        module_tiers=pool.module_tiers,
     )
 
 
@@ -336,8 +293,6 @@ def parse_mapping_design(p: MappingProblem, data: dict[str, Any], source: str = 
             raise InputError(f"expected a list of {p.layers} tier names (one per layer)", file=source, key=key, value=v if not isinstance(v, list) else f"list of {len(v)}")
         bad = [x for x in v if x not in p.tier_index]
         if bad:
-            from codesign.errors import did_you_mean
-
             raise InputError("unknown tier", file=source, key=key, value=bad[0], expected="local, host or pool:<module>:<tier>", suggestion=did_you_mean(bad[0], list(p.tier_index)))
         return tuple(v)
 

@@ -215,3 +215,31 @@ def path_energy_pJ_per_bit(g: nx.Graph, src: str, dst: str) -> float:
 def hops(g: nx.Graph, src: str, dst: str) -> int:
     """Number of links on the shortest path."""
     return nx.shortest_path_length(g, src, dst)
+
+
+def domain_sizes(devices: int, size: int) -> list[int]:
+    """``devices`` in scale-up domains of ``size``, the last domain holding the remainder."""
+    return [min(size, devices - i) for i in range(0, devices, size)]
+
+
+def placement_topology(domains: list[int], up_pJ_per_bit: float, out_pJ_per_bit: float) -> nx.Graph:
+    """Devices in scale-up domains (one switch node per domain carrying the scale-up path energy)
+    and a scale-out network (a NIC node per device, one spine carrying the NIC-to-NIC path energy).
+
+    Same-domain shortest path: dev - upK - dev (2 links) = scale-up energy; cross-domain: dev - nic
+    - spine - nic - dev = scale-out energy. Node attribute ``energy_pJ_per_bit`` as in
+    :mod:`codesign.model.network`.
+    """
+    g = nx.Graph()
+    g.add_node("spine", kind="switch", energy_pJ_per_bit=out_pJ_per_bit)
+    d = 0
+    for k, size in enumerate(domains):
+        g.add_node(f"up{k}", kind="switch", energy_pJ_per_bit=up_pJ_per_bit)
+        for _ in range(size):
+            g.add_node(f"dev{d}", kind="device", energy_pJ_per_bit=0.0, domain=k)
+            g.add_node(f"nic{d}", kind="nic", energy_pJ_per_bit=0.0)
+            g.add_edge(f"dev{d}", f"up{k}")
+            g.add_edge(f"dev{d}", f"nic{d}")
+            g.add_edge(f"nic{d}", "spine")
+            d += 1
+    return g

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import combinations, pairwise
+from itertools import combinations
 from typing import Any
 
 import networkx as nx
@@ -64,81 +64,24 @@ from codesign.model.hardware import (
     math_format,
     usable_capacity_B,
 )
+from codesign.model.routing import ExpertClass, expert_routing
 from codesign.model.schedule import decoder_state_per_slot_B
+from codesign.model.step import activation_parts, step_costs
 from codesign.model.workload import (
     ACTIVATION_BYTES,
-    activation_parts,
     embedding_bytes_per_param,
     kv_cache_bytes,
     layer_weight_params,
     load_workload,
-    step_costs,
 )
 
 BITS_PER_BYTE = 8
 FLOPS_PER_MAC = 2
 #: relative tolerance of capacity and budget checks (float round-off only)
 FEASIBILITY_RTOL = 1e-9
-#: probabilities equal to this many significant digits form one expert class
-CLASS_DIGITS = 12
-
-
-# --- routing profile --------------------------------------------------------------------------
-
-
-def routing_probabilities(weights: np.ndarray, top_k: int) -> np.ndarray:
-    """Per-expert probability of being among a token's top-k experts, from relative weights.
-
-    p_e = k·w_e / Σw, capped at 1 (a token picks k *distinct* experts) by water-filling: capped
-    experts get 1 and the remaining mass k − #capped is spread over the others in proportion to
-    their weights. Σ p_e = k exactly (up to round-off); requires k <= number of experts.
-    """
-    w = np.asarray(weights, dtype=float)
-    if np.any(w <= 0) or not np.all(np.isfinite(w)):
-        raise ValueError("routing weights must be positive and finite")
-    if top_k > len(w):
-        raise ValueError("top_k exceeds the number of experts")
-    capped = np.zeros(len(w), dtype=bool)
-    while True:
-        free = ~capped
-        p = np.ones(len(w))
-        p[free] = (top_k - capped.sum()) * w[free] / w[free].sum()
-        over = free & (p > 1.0)
-        if not over.any():
-            return p
-        capped |= over
-
-
-def zipf_weights(experts: int, exponent: float, levels: int | None = None) -> np.ndarray:
-    """Zipf weights r^(−s) for the experts in rank order (expert 0 the most popular).
-
-    With ``levels``, the ranks are cut into ``levels`` contiguous bins with log-spaced edges
-    round(E^(i/levels)) (for E = 256 and 4 levels: ranks 1-4, 5-16, 17-64, 65-256), and every
-    expert gets the mean weight of its bin: a log-binned histogram of the Zipf profile with that
-    many distinct frequencies (classes of interchangeable experts, placement.md §4). Empty bins
-    (small E) are merged into the next one.
-    """
-    r = np.arange(1, experts + 1, dtype=float)
-    w = r ** (-float(exponent))
-    if levels is None or levels >= experts:
-        return w
-    edges = sorted({0, experts, *(round(experts ** (i / levels)) for i in range(1, levels))})
-    out = np.empty(experts)
-    for lo, hi in pairwise(edges):
-        out[lo:hi] = w[lo:hi].mean()
-    return out
 
 
 # --- problem ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExpertClass:
-    """Experts with the same routing probability (interchangeable)."""
-
-    p: float
-    q: float
-    members: tuple[int, ...]
 
 
 @dataclass
@@ -222,39 +165,6 @@ class PlacementProblem:
         return [int(d) for d in np.flatnonzero(self.domain_of == k)]
 
 
-def domain_sizes_of(spec_devices) -> list[int]:
-    """Domain sizes of a [devices] table: the explicit list, or ``domain_size`` (default: the chip's
-    scale_up_domain_size) repeated, the last domain holding the remainder."""
-    if spec_devices.domains is not None:
-        return list(spec_devices.domains)
-    size = spec_devices.domain_size or catalog.load_chip(spec_devices.chip).scale_up_domain_size
-    D = spec_devices.count
-    return [min(size, D - i) for i in range(0, D, size)]
-
-
-def placement_topology(domains: list[int], up_pJ_per_bit: float, out_pJ_per_bit: float) -> nx.Graph:
-    """Devices in scale-up domains (one switch node per domain carrying the scale-up path energy)
-    and a scale-out network (a NIC node per device, one spine carrying the NIC-to-NIC path energy).
-
-    Same-domain shortest path: dev - upK - dev (2 links) = scale-up energy; cross-domain: dev - nic
-    - spine - nic - dev = scale-out energy. Node attribute ``energy_pJ_per_bit`` as in
-    :mod:`codesign.model.network`.
-    """
-    g = nx.Graph()
-    g.add_node("spine", kind="switch", energy_pJ_per_bit=out_pJ_per_bit)
-    d = 0
-    for k, size in enumerate(domains):
-        g.add_node(f"up{k}", kind="switch", energy_pJ_per_bit=up_pJ_per_bit)
-        for _ in range(size):
-            g.add_node(f"dev{d}", kind="device", energy_pJ_per_bit=0.0, domain=k)
-            g.add_node(f"nic{d}", kind="nic", energy_pJ_per_bit=0.0)
-            g.add_edge(f"dev{d}", f"up{k}")
-            g.add_edge(f"dev{d}", f"nic{d}")
-            g.add_edge(f"nic{d}", "spine")
-            d += 1
-    return g
-
-
 def build_problem(inst) -> PlacementProblem:
     """Derive the numbers of a placement instance (:class:`codesign.kinds.placement.spec.PlacementInstance`)."""
     s = inst.spec
@@ -281,25 +191,9 @@ def build_problem(inst) -> PlacementProblem:
     lp = layer_weight_params(w)
     h = w.hidden_size
 
-    # routing profile
+    # routing profile: each expert's selection and touch probabilities, in classes (P1, P2)
     r = s.routing
-    if r.profile == "uniform":
-        weights = np.ones(E)
-    elif r.profile == "zipf":
-        weights = zipf_weights(E, r.zipf_exponent, r.levels)
-    else:
-        weights = np.asarray(r.weights, dtype=float)
-    p = routing_probabilities(weights, k)
-    q = 1.0 - np.power(1.0 - p, B)
-    keys = np.round(p, CLASS_DIGITS - 1 - math.floor(math.log10(max(p.max(), 1e-300))))
-    classes: list[ExpertClass] = []
-    for v in sorted(set(keys.tolist()), reverse=True):
-        members = tuple(int(e) for e in np.flatnonzero(keys == v))
-        # members share p exactly only if their weights were equal; use the members' mean
-        classes.append(ExpertClass(float(p[list(members)].mean()), float(q[list(members)].mean()), members))
-    for cl in classes:  # make class members exactly equal (they differ at most by round-off)
-        p[list(cl.members)] = cl.p
-        q[list(cl.members)] = cl.q
+    p, q, classes = expert_routing(r.profile, E, k, B, exponent=r.zipf_exponent, levels=r.levels, weights=r.weights)
 
     # chip
     chip = catalog.load_chip(s.devices.chip)
@@ -361,8 +255,10 @@ def build_problem(inst) -> PlacementProblem:
                      f"{network.IN_SWITCH_MIN_RANKS} ranks on)",
             suggestion="use a smaller TP group, or a chip whose scale-up links reduce in a ring",
         )
-    domains = domain_sizes_of(s.devices)
-    topo = placement_topology(domains, up_ic.energy_pJ_per_bit, out_ic.energy_pJ_per_bit)
+    dv = s.devices  # the explicit domain sizes, else domain_size (default: the chip's) repeated
+    domains = list(dv.domains) if dv.domains is not None else network.domain_sizes(
+        dv.count, dv.domain_size or chip.scale_up_domain_size)
+    topo = network.placement_topology(domains, up_ic.energy_pJ_per_bit, out_ic.energy_pJ_per_bit)
     domain_of = np.repeat(np.arange(len(domains)), domains)
     # path energies from the graph (a pair in one domain, a pair across two domains)
     J_up = J_out = 0.0

@@ -23,15 +23,14 @@ import numpy as np
 
 from codesign.model import network
 from codesign.model.hardware import socket_size_of
+from codesign.model.step import attention_side_elements, step_costs
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     Workload,
-    attention_side_elements,
     embedding_bytes_per_param,
     kv_cache_bytes,
     load_workload,
     param_counts,
-    step_costs,
 )
 
 if TYPE_CHECKING:

@@ -15,14 +15,8 @@ from codesign.errors import InputError
 from codesign.kinds.placement.spec import load_placement, placement_from_data
 from codesign.kinds.registry import named_paths
 from codesign.model.calibration import shipped
-from codesign.model.placement import (
-    assess,
-    build_problem,
-    pattern_cost,
-    routing_probabilities,
-    space_size,
-    zipf_weights,
-)
+from codesign.model.placement import assess, build_problem, pattern_cost, space_size
+from codesign.model.routing import routing_probabilities, zipf_weights
 from codesign.model.workload import expected_experts_touched, load_workload
 
 TINY = str(named_paths()["tiny-placement-mixtral"])

@@ -24,7 +24,10 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
+from codesign.kinds.grid.budgets import parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.hardware import check_hardware_references
+from codesign.model.workload import load_workload
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -469,9 +472,6 @@ def load_instance(name_or_path: str, *, calibration: CalibrationSet | None = Non
 
 def _check_references(inst: Instance, path: Path) -> None:
     """Catalog ids named by the instance must exist (clear error with a did-you-mean)."""
-    from codesign.model.hardware import check_hardware_references
-    from codesign.model.workload import load_workload
-
     for i, w in enumerate(inst.workloads):
         try:
             load_workload(w.workload)
@@ -556,8 +556,6 @@ def with_budgets(inst: Instance, texts: list[str]) -> Instance:
 
 def parsed_budgets(inst: Instance, *, source: str | None = None):
     """The instance's custom budgets, parsed (InputError naming the budget on a bad one)."""
-    from codesign.kinds.grid.budgets import parse_budget
-
     names = [w.name for w in inst.workloads]
     out = []
     for i, b in enumerate(inst.spec.budgets.custom):

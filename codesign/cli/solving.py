@@ -90,9 +90,9 @@ def solve_cmd(
             raise KeyboardInterrupt
         sol.cross_check = cross_check(sol, second)
     if save or out_dir is not None:
-        path = records.save(sol, out_dir or user_solutions_dir())
+        path, done = records.save(sol, out_dir or user_solutions_dir())
         if not as_json:
-            out.print(f"saved {path}")
+            out.print(f"{done} {path}")
     if as_json:
         emit_json(sol.as_dict())
     else:

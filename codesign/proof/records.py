@@ -33,7 +33,7 @@ from codesign.proof.tolerances import table as tolerance_table
 #: the version of the record schema (1: the records before one schema served every kind)
 SCHEMA_VERSION = 2
 
-Status = Literal["optimal", "feasible", "infeasible", "no_solution", "error"]
+Status = Literal["optimal", "feasible", "infeasible", "unbounded", "no_solution", "error"]
 
 
 class _Model(BaseModel):
@@ -245,17 +245,29 @@ def read_record(path: str | Path, *, expected: type[Record] | None = None) -> Re
                          value=first.get("input") if not isinstance(first.get("input"), dict) else None) from None
 
 
-def save(record: Record, directory: str | Path) -> Path:
-    """Write ``record`` to ``<directory>/<instance>.json`` atomically and rewrite the ledger."""
+def save(record: Record, directory: str | Path) -> tuple[Path, str]:
+    """Write ``record`` to ``<directory>/<instance>.json`` atomically and rewrite the ledger;
+    returns the path and what was done. A proven optimum of the same content is not replaced by a
+    solution that is not one (a time-limited or interrupted re-solve): that one is written to
+    ``<instance>.unproven.json`` beside it."""
     directory = Path(directory)
     name = record.instance
     if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
         raise InputError("an instance name that is not a file name", key="name", value=name,
                          expected="letters, digits, '-', '_' and '.' (not leading)")
     path = directory / f"{name}.json"
+    done = "saved"
+    if isinstance(record, Solution) and record.status != "optimal" and path.is_file():
+        try:
+            stored = read_record(path, expected=Solution)
+        except InputError:
+            stored = None
+        if stored is not None and stored.status == "optimal" and stored.instance_hash == record.instance_hash:
+            path = directory / f"{name}.unproven.json"
+            done = f"kept the proven optimum in {directory / f'{name}.json'}; saved"
     write_text_atomic(path, dumps(record.as_dict()) + "\n")
     write_ledger(directory)
-    return path
+    return path, done
 
 
 LEDGER_TAGS = {"optimal": "=opt=", "feasible": "=best=", "infeasible": "=inf="}
@@ -273,8 +285,8 @@ def write_ledger(directory: str | Path) -> Path:
             d = read_json(f)
         except InputError:
             continue
-        if not isinstance(d, dict) or d.get("record") != "solution":
-            continue
+        if not isinstance(d, dict) or d.get("record") != "solution" or d.get("instance") != f.stem:
+            continue  # (<name>.unproven.json beside a stored optimum is not the ledger's)
         tag = LEDGER_TAGS.get(d.get("status"))
         if tag is None:
             continue

@@ -140,7 +140,7 @@ def test_a_partial_design_keeps_the_baselines_other_values(tiny):
 
 
 def test_a_stored_solution_is_reused_only_when_its_hash_matches(tmp_path, tiny, tiny_opt, brute):
-    stored = records.save(solve(tiny), tmp_path)
+    stored, _ = records.save(solve(tiny), tmp_path)
     design = {**tiny_opt.design, "batch": 32}
     f_d = tiny.assess(design).objective
 

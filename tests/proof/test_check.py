@@ -50,7 +50,7 @@ def saved(tmp_path_factory):
     d = tmp_path_factory.mktemp("solutions")
     out = {}
     for name in KINDS:
-        path = records.save(solve(load(name), solver="highs"), d)
+        path, _ = records.save(solve(load(name), solver="highs"), d)
         out[name] = (path, json.loads(path.read_text()))
     return out
 
@@ -129,7 +129,7 @@ def test_a_solution_made_under_another_calibration_checks_under_it(tmp_path, mon
     text = shipped_path().read_text()
     cal.write_text(text)
     p = load("tiny-3d-llama8b", calibration=load_calibration(cal))
-    path = records.save(solve(p), tmp_path / "out")
+    path, _ = records.save(solve(p), tmp_path / "out")
     assert json.loads(path.read_text())["calibration"] == str(cal.resolve())
     assert check_solution(path)["ok"]
     cal.write_text(text + "\n# edited\n")  # the same numbers, another digest: not what the record was made under
@@ -143,7 +143,7 @@ def test_a_solution_made_under_another_calibration_checks_under_it(tmp_path, mon
 def test_a_budgeted_or_reobjectived_solution_of_a_named_instance_rechecks(variant, tmp_path):
     p = load("tiny-3d-llama8b")
     p = p.with_budgets(["power_W <= 60"]) if variant == "budget" else p.with_objective("energy_per_token_J")
-    report = check_solution(records.save(solve(p), tmp_path))
+    report = check_solution(records.save(solve(p), tmp_path)[0])
     assert report["ok"], report["problems"]
 
 

@@ -85,7 +85,7 @@ def test_a_record_made_under_another_calibration_names_its_file(tmp_path, named)
 @pytest.mark.parametrize("name", KINDS)
 def test_a_saved_record_reads_back_equal(name, solutions, tmp_path):
     sol = solutions[name]
-    path = records.save(sol, tmp_path)
+    path, _ = records.save(sol, tmp_path)
     assert path == tmp_path / f"{name}.json"
     back = records.read_record(path, expected=records.Solution)
     assert back.as_dict() == sol.as_dict()
@@ -156,3 +156,18 @@ def test_the_git_revision_is_asked_once_per_process(monkeypatch):
         assert len(calls) <= 1
     finally:
         records.git_revision.cache_clear()
+
+
+def test_a_proven_optimum_is_not_replaced_by_an_unproven_solution(solutions, tmp_path):
+    """A time-limited or interrupted re-solve of the same content is written beside the stored
+    optimum (``<name>.unproven.json``), never over it; the ledger keeps =opt=."""
+    best = solutions["tiny-3d-llama8b"]
+    records.save(best, tmp_path)
+    worse = best.model_copy(update={"status": "feasible", "objective": best.objective * 0.9, "gap": 0.11})
+    path, done = records.save(worse, tmp_path)
+    assert path == tmp_path / "tiny-3d-llama8b.unproven.json" and done.startswith("kept the proven optimum")
+    assert records.read_record(tmp_path / "tiny-3d-llama8b.json").status == "optimal"
+    ledger = (tmp_path / "ledger.solu").read_text()
+    assert "=opt= tiny-3d-llama8b" in ledger and "=best= tiny-3d-llama8b" not in ledger
+    other = worse.model_copy(update={"instance_hash": "0" * 64})  # other content: replaced as usual
+    assert records.save(other, tmp_path)[0] == tmp_path / "tiny-3d-llama8b.json"

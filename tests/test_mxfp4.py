@@ -11,8 +11,9 @@ import pytest
 from codesign import catalog
 from codesign.calibration.engine import footprint, skip_reason
 from codesign.calibration.rows import read_rows
-from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, WorkloadSpec, kv_precision_of
+from codesign.kinds.grid.spec import WorkloadSpec
 from codesign.model.hardware import math_format
+from codesign.model.units import BYTES_PER_ELEMENT, kv_precision_of
 
 # Llama 3.1 8B: embedding and LM head 2 x 128,256 x 4,096 = 1,050,673,152 parameters, kept at 16 bit;
 # the other 6,979,588,096 (32 layers of 218,112,000 with their norms, and the final norm) at the

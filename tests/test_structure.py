@@ -146,3 +146,40 @@ def test_nothing_points_outside_the_repository():
         if needle in path.read_text(errors="replace"):
             found.append(str(path.relative_to(ROOT)))
     assert not found, found
+
+
+#: the layers, lowest first: a module imports (at run time) only from its own layer or below
+LAYERS = (
+    ("codesign.errors", "codesign.jsonio", "codesign.paths", "codesign.schema", "codesign.names"),
+    ("codesign.catalog", "codesign.model.units"),
+    ("codesign.model", "codesign.mip"),
+    ("codesign.backends",),
+    ("codesign.kinds.base",),
+    ("codesign.proof.tolerances", "codesign.proof.records", "codesign.proof.driver"),
+    ("codesign.kinds.grid", "codesign.kinds.mapping", "codesign.kinds.placement"),
+    ("codesign.kinds.registry", "codesign.proof.certify", "codesign.proof.check"),
+    ("codesign.calibration", "codesign.api", "codesign.cli", "codesign"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of a module: that of the longest prefix listed in LAYERS."""
+    best, rank = -1, None
+    for i, names in enumerate(LAYERS):
+        for n in names:
+            if (module == n or module.startswith(n + ".")) and len(n) > best:
+                best, rank = len(n), i
+    assert rank is not None, f"{module} is in no layer of LAYERS"
+    return rank
+
+
+def test_modules_import_only_their_layer_or_below():
+    """The model imports no kind, the kinds no command line, and so on (docs/architecture.md)."""
+    mods = modules()
+    found = []
+    for name, path in mods.items():
+        top, inner = imports(path)
+        for m in top | {n for _, n in inner}:
+            if m in mods and m != "codesign" and layer_of(m) > layer_of(name):
+                found.append(f"{name} (layer {layer_of(name)}) imports {m} (layer {layer_of(m)})")
+    assert not found, "\n".join(sorted(found))

@@ -23,11 +23,11 @@ from typing import Any
 from codesign import catalog
 from codesign.calibration.rows import METRICS, Row
 from codesign.errors import InputError
-from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, Instance, InstanceFile
+from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.evaluate import Evaluation, evaluate, holds
-from codesign.model.hardware import GiB
 from codesign.model.schedule import decoder_state_per_slot_B, structural_reason
+from codesign.model.units import BYTES_PER_ELEMENT, GiB
 from codesign.model.workload import load_workload
 
 #: maximum batch of a measured engine whose own is not known (``Row.engine_max_batch``, which takes

@@ -21,7 +21,7 @@ from typing import Any
 from codesign.catalog import resolve_chip
 from codesign.errors import InputError
 from codesign.jsonio import read_json, write_json_atomic
-from codesign.kinds.grid.spec import kv_precision_of
+from codesign.model.units import kv_precision_of
 from codesign.model.workload import resolve_workload
 from codesign.paths import instances_dir
 

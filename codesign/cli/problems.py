@@ -29,8 +29,8 @@ from codesign.cli.render import print_evaluation, print_lints
 from codesign.errors import InputError, did_you_mean
 from codesign.jsonio import read_json, write_text_atomic
 from codesign.kinds.base import Problem
-from codesign.kinds.grid.budgets import metric_table
 from codesign.kinds.registry import kind_class, kinds, load, named_paths
+from codesign.model.budgets import metric_table
 from codesign.model.mapping import format_count
 from codesign.proof import records
 from codesign.schema import load_toml

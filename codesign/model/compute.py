@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-TERA = 1e12
-PICO = 1e-12
+from codesign.model.units import PICO, TERA
 
 
 def peak_flops(

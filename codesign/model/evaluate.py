@@ -18,16 +18,18 @@ budgets and SLOs, each with a stable name shared with formulations/ and the solv
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from codesign.errors import InputError
-from codesign.kinds.grid.budgets import FORM_OF, HARDWARE_METRICS
-from codesign.kinds.grid.spec import Instance, parsed_budgets
+from codesign.model.budgets import FORM_OF, HARDWARE_METRICS, parsed_budgets
 from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import PHASES, ScheduleTable, schedule_table, structural_reason
 from codesign.model.workload import load_workload
+
+if TYPE_CHECKING:
+    from codesign.kinds.grid.spec import Instance
 
 #: a constraint lhs <= rhs holds when lhs <= rhs + FEASIBILITY_RTOL·|rhs| (one tolerance for the
 #: verifier, brute force and the MIP presolve; solvers meet rows to ~1e-9 on O(1)-scaled rows)
@@ -198,7 +200,7 @@ class Constraint:
     """Σ coef·form(S, H) <= rhs_hw(H) + rhs, with a stable hierarchical name.
 
     Most constraints have one term (``form`` with coefficient 1); a custom budget
-    (:mod:`codesign.kinds.grid.budgets`) has several, with any signs (``terms``).
+    (:mod:`codesign.model.budgets`) has several, with any signs (``terms``).
     """
 
     name: str

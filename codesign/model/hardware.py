@@ -23,6 +23,7 @@ from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model import compute, memory, network, thermal
 from codesign.model.calibration import Calibration
+from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, TB, GBps, GiB, MiB
 from codesign.paths import catalog_dir
 from codesign.schema import Strict, load_toml, validate
 
@@ -30,28 +31,7 @@ if TYPE_CHECKING:
     from codesign.catalog import Chip
     from codesign.kinds.grid.spec import Instance
 
-GBps = 1e9
-GiB = 2.0**30
-MiB = 2.0**20
-NANO = 1e-9
-MICRO = 1e-6
-PICO = 1e-12
-TB = 1e12
-TBPS_TO_BPS = 1e12 / 8.0
 
-#: precision -> fallbacks when a chip has no native throughput at that precision
-#: (weights are up-converted and the math runs at the next wider supported format).
-PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
-    "fp4": ("fp4", "fp8", "bf16", "fp16"),
-    # weight-only: 4.25-bit weights (instance.BYTES_PER_ELEMENT), activations and GEMMs at 16 bit
-    "mxfp4": ("bf16", "fp16"),
-    "fp8": ("fp8", "bf16", "fp16"),
-    "int8": ("int8", "fp8", "bf16", "fp16"),
-    "bf16": ("bf16", "fp16"),
-    "fp16": ("fp16", "bf16"),
-    "tf32": ("tf32", "bf16"),
-    "fp32": ("fp32", "tf32"),
-}
 
 
 # --- 3D family parameters ---------------------------------------------------------------------

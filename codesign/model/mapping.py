@@ -53,18 +53,11 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, kv_precision_of
-from codesign.model.hardware import (
-    PICO,
-    GBps,
-    GiB,
-    achieved_memory_Bps,
-    math_format,
-    usable_capacity_B,
-)
+from codesign.model.hardware import achieved_memory_Bps, math_format, usable_capacity_B
 from codesign.model.schedule import decoder_state_per_slot_B
 from codesign.model.step import step_costs
 from codesign.model.tiers import Tier, memory_tiers
+from codesign.model.units import BYTES_PER_ELEMENT, PICO, GBps, GiB, kv_precision_of
 from codesign.model.workload import embedding_bytes_per_param, layer_weight_params, load_workload
 
 BITS_PER_BYTE = 8

@@ -11,11 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-GiB = 2.0**30
-MiB = 2.0**20
-GBps = 1e9
-NANO = 1e-9
-PICO = 1e-12
+from codesign.model.units import NANO, PICO, GiB
+
 UM2_PER_MM2 = 1e6
 
 

@@ -54,19 +54,12 @@ import numpy as np
 
 from codesign import catalog
 from codesign.errors import InputError
-from codesign.kinds.grid.spec import BYTES_PER_ELEMENT, kv_precision_of
 from codesign.model import network
-from codesign.model.hardware import (
-    PICO,
-    GBps,
-    GiB,
-    achieved_memory_Bps,
-    math_format,
-    usable_capacity_B,
-)
+from codesign.model.hardware import achieved_memory_Bps, math_format, usable_capacity_B
 from codesign.model.routing import ExpertClass, expert_routing
 from codesign.model.schedule import decoder_state_per_slot_B
 from codesign.model.step import activation_parts, step_costs
+from codesign.model.units import BYTES_PER_ELEMENT, PICO, GBps, GiB, kv_precision_of
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     embedding_bytes_per_param,

@@ -10,7 +10,7 @@ from typing import Any
 
 from codesign import catalog
 from codesign.model import network
-from codesign.model.hardware import PICO, TB, GBps
+from codesign.model.units import PICO, TB, GBps
 
 BITS_PER_BYTE = 8
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from codesign.errors import ModelError
 from codesign.kinds.base import Assessment, Problem
-from codesign.kinds.grid.budgets import as_written, written_relaxation
 from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.space import build_tables
+from codesign.model.budgets import as_written, written_relaxation
 from codesign.model.evaluate import Constraint, constraints
 from codesign.proof.driver import Run, run
 

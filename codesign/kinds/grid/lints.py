@@ -13,8 +13,6 @@ from typing import Any
 from codesign import catalog
 from codesign.kinds.grid.spec import Instance
 
-GBps = 1e9
-
 
 @dataclass(frozen=True)
 class Lint:

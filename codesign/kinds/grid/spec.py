@@ -24,44 +24,13 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
-from codesign.kinds.grid.budgets import parse_budget
+from codesign.model.budgets import parsed_budgets
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.hardware import check_hardware_references
+from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate
-
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "mxfp4"]
-
-BYTES_PER_ELEMENT: dict[str, float] = {
-    "fp32": 4.0,
-    "tf32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "int8": 1.0,
-    # NVFP4, the 4-bit format of the catalog's fp4 tensor-core peaks: 16 E2M1 values share one
-    # FP8 (E4M3) scale, 72 bits per 16 elements = 4.5 bits (the per-tensor FP32 scale is
-    # negligible); NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference"
-    # (developer.nvidia.com blog, June 2025)
-    "fp4": 0.5625,
-    # MXFP4 (OCP Microscaling Formats v1.0, the format of gpt-oss's expert weights): 32 E2M1 values
-    # share one E8M0 scale, 136 bits per 32 elements = 4.25 bits. A weight-only format here: its
-    # math runs at 16 bit (hardware.PRECISION_FALLBACK), as the W4A16 kernels that serve it on
-    # GPUs without an FP4 MMA do; an engine running Blackwell's block-scaled FP4 MMA is "fp4"
-    "mxfp4": 0.53125,
-}
-
-#: the KV cache's precision where a workload does not give one: the weights' precision, but a
-#: weight-only format's cache is written by its 16-bit math
-WEIGHT_ONLY_KV_PRECISION: dict[str, str] = {"mxfp4": "bf16"}
-
-
-def kv_precision_of(precision: str, kv_precision: str | None) -> str:
-    """The KV cache's precision of a workload with weights at ``precision`` and a stated
-    ``kv_precision`` (None: not stated)."""
-    return kv_precision or WEIGHT_ONLY_KV_PRECISION.get(precision, precision)
-
 
 #: Schedule decisions (per workload) the model understands, and their value types.
 SCHEDULE_DECISIONS: dict[str, type] = {
@@ -229,7 +198,7 @@ class Objective(Strict):
 
 class CustomBudget(Strict):
     """A named linear budget over metrics, e.g. ``expr = "2*power_W + dram_layers*15 <= 1600"``
-    (grammar and metric names: :mod:`codesign.kinds.grid.budgets`, ``codesign metrics``)."""
+    (grammar and metric names: :mod:`codesign.model.budgets`, ``codesign metrics``)."""
 
     name: str = Field(min_length=1)
     expr: str = Field(min_length=3)
@@ -552,16 +521,6 @@ def with_budgets(inst: Instance, texts: list[str]) -> Instance:
                    calibration=inst.calibration)
     parsed_budgets(new, source="--budget")
     return new
-
-
-def parsed_budgets(inst: Instance, *, source: str | None = None):
-    """The instance's custom budgets, parsed (InputError naming the budget on a bad one)."""
-    names = [w.name for w in inst.workloads]
-    out = []
-    for i, b in enumerate(inst.spec.budgets.custom):
-        where = source or (str(inst.source) if inst.source else "<instance>")
-        out.append(parse_budget(b.expr, names, name=b.name if b.name else f"budgets.custom[{i}]", source=where))
-    return out
 
 
 def with_objective(inst: Instance, metric: str) -> Instance:

@@ -32,7 +32,6 @@ from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.spec import MappingInstance, load_mapping, mapping_from_data
 from codesign.model.calibration import CalibrationSet
 from codesign.model.mapping import (
-    GiB,
     MappingProblem,
     build_problem,
     evaluate_mapping,
@@ -41,6 +40,7 @@ from codesign.model.mapping import (
     space_size,
     structural_violations,
 )
+from codesign.model.units import GiB
 from codesign.proof.driver import solve
 
 #: the structural violations that make a design not one of the space (the rest make it infeasible)

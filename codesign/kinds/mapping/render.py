@@ -12,7 +12,8 @@ from codesign import catalog
 from codesign.kinds.base import Lint
 from codesign.kinds.mapping.spec import MappingInstance
 from codesign.model.calibration import CalibrationSet
-from codesign.model.mapping import GiB, MappingProblem
+from codesign.model.mapping import MappingProblem
+from codesign.model.units import GiB
 
 
 def summary(inst: MappingInstance, p: MappingProblem) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from pydantic import Field, PositiveInt, model_validator
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.kinds.grid.spec import Precision
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.units import Precision
 from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
 from codesign.schema import Strict, load_toml, validate

@@ -35,7 +35,6 @@ from codesign.kinds.placement.spec import (
     placement_from_data,
 )
 from codesign.model.calibration import CalibrationSet
-from codesign.model.hardware import GiB
 from codesign.model.placement import (
     PlacementProblem,
     build_problem,
@@ -45,6 +44,7 @@ from codesign.model.placement import (
     space_size,
     structural_violations,
 )
+from codesign.model.units import GiB
 
 #: what the conventional design is, when an instance gives no [baseline]
 ROUND_ROBIN_BASELINE = ("expert e on device e mod D (the experts' index order, as engines place them), TP groups of "

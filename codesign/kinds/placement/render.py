@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from codesign.kinds.placement.spec import PlacementInstance
-from codesign.model.hardware import GiB
 from codesign.model.placement import PlacementProblem
+from codesign.model.units import GiB
 
 
 def decisions_text(pb: PlacementProblem) -> str:

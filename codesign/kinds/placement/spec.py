@@ -18,10 +18,10 @@ from pydantic import Field, PositiveInt, model_validator
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.kinds.grid.spec import Precision
 from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.routing import zipf_weights
+from codesign.model.units import Precision
 from codesign.model.workload import load_workload
 from codesign.schema import Strict, load_toml, validate
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 
 import codesign.kinds.grid.space as space
-from codesign.kinds.grid.budgets import parse_budget
-from codesign.kinds.grid.spec import parsed_budgets
+from codesign.model.budgets import parse_budget, parsed_budgets
 from codesign.proof.driver import solve
 
 #: a conflict on small-3d-llama8b: a small compute die and a tokens/s floor between the optimum

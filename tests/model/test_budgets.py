@@ -1,4 +1,4 @@
-"""codesign.kinds.grid.budgets: custom budgets are parsed safely (no evaluation of user text),
+"""codesign.model.budgets: custom budgets are parsed safely (no evaluation of user text),
 named in their errors, audited with hand-derived values, part of the content hash, and read from
 instance files. That they enter the MIP exactly is tested against brute force in
 tests/proof/test_driver.py."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from codesign.errors import InputError
-from codesign.kinds.grid.budgets import Term, metric_table, parse_budget
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.space import brute_force
-from codesign.kinds.grid.spec import load_instance, parsed_budgets, with_budgets
+from codesign.kinds.grid.spec import load_instance, with_budgets
+from codesign.model.budgets import Term, metric_table, parse_budget, parsed_budgets
 from codesign.model.evaluate import evaluate
 from codesign.proof.driver import solve
 

@@ -16,8 +16,12 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from codesign.errors import InputError, did_you_mean
+
+if TYPE_CHECKING:
+    from codesign.kinds.grid.spec import Instance
 
 #: metrics of the hardware design: name -> (hardware column, unit, description)
 HARDWARE_METRICS: dict[str, tuple[str, str, str]] = {
@@ -243,3 +247,13 @@ def _round(x: float, *, down: bool, digits: int = 6) -> str:
     scale = 10 ** (digits - 1 - math.floor(math.log10(abs(x))))
     y = (math.floor if down else math.ceil)(x * scale) / scale
     return f"{y:.{digits}g}"
+
+
+def parsed_budgets(inst: Instance, *, source: str | None = None) -> list[Budget]:
+    """The instance's custom budgets, parsed (InputError naming the budget on a bad one)."""
+    names = [w.name for w in inst.workloads]
+    out = []
+    for i, b in enumerate(inst.spec.budgets.custom):
+        where = source or (str(inst.source) if inst.source else "<instance>")
+        out.append(parse_budget(b.expr, names, name=b.name if b.name else f"budgets.custom[{i}]", source=where))
+    return out

@@ -8,7 +8,7 @@ import pytest
 from codesign.errors import InputError
 from codesign.kinds.base import HEADLINE_METRICS
 from codesign.kinds.mapping.generate import generate_mapping
-from codesign.kinds.mapping.problem import GREEDY_BASELINE, Mapping
+from codesign.kinds.mapping.problem import Mapping
 from codesign.proof.driver import solve
 
 TINY = "tiny-pf-mapping"
@@ -28,7 +28,7 @@ def test_the_question(tiny):
 def test_without_a_baseline_in_the_file_the_baseline_is_the_greedy_design(tiny):
     """tiny-pf-mapping gives no [baseline]: 2 + 2 layers, each device on its own module (1 port,
     2 modules), every layer local (405B's 4 layers fit an H100)."""
-    assert tiny.baseline_description == GREEDY_BASELINE
+    assert tiny.baseline_description == Mapping.baseline_rule
     assert tiny.baseline() == {"layers_per_stage": [2, 2], "weights": ["local"] * 4, "kv": ["local"] * 4,
                                "attach": [[0], [1]]}
     assert tiny.assess(tiny.baseline()).feasible

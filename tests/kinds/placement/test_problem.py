@@ -7,7 +7,7 @@ import math
 import pytest
 
 from codesign.errors import InputError
-from codesign.kinds.placement.problem import ROUND_ROBIN_BASELINE
+from codesign.kinds.placement.problem import Placement
 
 TINY = "tiny-placement-mixtral"
 
@@ -25,7 +25,7 @@ def test_the_question(tiny):
 
 def test_without_a_baseline_in_the_file_experts_go_round_robin(tiny):
     """Expert e on device e mod 4; TP groups of consecutive devices."""
-    assert tiny.baseline_description == ROUND_ROBIN_BASELINE
+    assert tiny.baseline_description == Placement.baseline_rule
     assert tiny.baseline() == {"experts": [0, 1, 2, 3, 0, 1, 2, 3], "groups": [[0, 1], [2, 3]]}
     assert tiny.assess(tiny.baseline()).feasible
 

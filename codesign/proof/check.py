@@ -40,6 +40,14 @@ def problem_of(rec: records.Record, path: Path | str) -> Problem:
     return problem
 
 
+def _opened(path: Path, cls: type[records.Record]) -> tuple[dict[str, Any], Any, Problem]:
+    """The record at ``path`` as written (for the field-by-field comparison), validated, and the
+    problem it answers (_Edited when its instance content was edited)."""
+    raw = read_json(path)
+    rec = records.read_record(path, expected=cls)
+    return raw, rec, problem_of(rec, path)
+
+
 class _Edited(Exception):
     """A record field that cannot be what the record says."""
 
@@ -93,10 +101,8 @@ def check_solution(path: str | Path) -> dict[str, Any]:
     stated field; an optimal solution's bound is its verified objective. Also reports whether the
     named instance of the same name still has this content."""
     path = Path(path)
-    raw = read_json(path)
-    rec = records.read_record(path, expected=records.Solution)
     try:
-        problem = problem_of(rec, path)
+        raw, rec, problem = _opened(path, records.Solution)
     except _Edited as exc:
         return _report(False, [str(exc)], "")
     problems: list[str] = []
@@ -141,10 +147,8 @@ def check_certificate(path: str | Path, *, prove: bool = True, solver: str = "hi
     witness is re-solved and its bound must hold); without it, only what the model derives is
     checked and the report says the optimality was not re-proved."""
     path = Path(path)
-    raw = read_json(path)
-    rec = records.read_record(path, expected=records.Certificate)
     try:
-        problem = problem_of(rec, path)
+        raw, rec, problem = _opened(path, records.Certificate)
     except _Edited as exc:
         return _report(False, [str(exc)], "")
     problems: list[str] = []

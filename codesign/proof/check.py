@@ -36,6 +36,10 @@ def problem_of(rec: records.Record, path: Path | str) -> Problem:
     calibration = _calibration_of(rec, path)
     problem = from_data(rec.instance_data, source=f"{path} (instance_data)", calibration=calibration)
     if problem.content_hash != rec.instance_hash:
+        if calibration.sha256 != rec.calibration_sha256:
+            raise _Edited(f"the calibration {rec.calibration} is not the one the record was made under (sha256 "
+                          f"{calibration.sha256[:12]}, the record states {rec.calibration_sha256[:12]}): re-create the "
+                          "record under this calibration, or check it where that one is")
         raise _Edited("the instance content does not match its hash (instance_data or instance_hash was edited)")
     return problem
 

@@ -8,9 +8,11 @@ exact on the finite design space:
    design that violates a constraint involving it alone is exact.
 2. ``add_schedule_choice``: per workload, one-hot y_s over the layouts that satisfy the
    divisibility rules (the schedule table holds only those) and fit the largest local memory.
-3. ``add_memory_capacity``, ``add_slos``, ``add_energy_budget``: per-workload constraint
-   families, each the model's form compiled by :func:`compile_form`.
-4. ``add_objective``: Σ_w weight_w × metric_w (minimised).
+3. ``add_memory_capacity`` (memory rows, linear in both one-hots) and ``add_form_upper`` (every
+   other per-workload constraint: SLOs, the energy budget, custom budgets), each the model's form
+   compiled by :func:`compile_form`.
+4. ``add_objective``: Σ_w weight_w × metric_w (minimised); ``explain`` minimises one constraint's
+   violation instead (``add_violation_objective``).
 
 Every form is Σ a(S)·h(H) + Σ max(...): products become exact disaggregated expressions
 (:func:`linearize.product`), maxes epigraph variables (exact because they are only minimised or

@@ -16,10 +16,13 @@ and the objective is increasing in each): X >= expert phase of every device; Δ 
 streams of every device's dispatch (the combine is the same streams x a_combine/a_dispatch, so
 its maximum is that multiple of Δ); A >= u[π]·cost(π) with u[π] >= y[π]/G ("pattern used").
 
-Symmetry breaking (placement.md §5): devices of one domain are interchangeable, so their expected
-loads P_d are ordered non-increasing; domains of equal size are interchangeable (as whole
-blocks), so their loads P_K are ordered non-increasing. Sorting devices inside each domain and
-then permuting equal-size domains as blocks maps every design to one satisfying both orders.
+Symmetry breaking (placement.md §5): devices of one domain are interchangeable, so their count
+vectors (n[0,d], .., n[C-1,d]) are ordered non-increasing lexicographically, hottest class most
+significant (one row per neighbour pair with weights W_c = Π_{c'>c}(ub_c' + 1); above
+LEX_WEIGHT_LIMIT the rows fall back to non-increasing loads P_d); domains of equal size are
+interchangeable as whole blocks, so their loads P_K are ordered non-increasing. Sorting devices
+inside each domain and then permuting equal-size domains as blocks maps every design to one
+satisfying both orders.
 
 Units inside the MIP: time in microseconds, energy in millijoules, capacity as an expert count.
 """

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,6 +69,7 @@ def solve_cmd(
     cross: Annotated[bool, typer.Option("--cross-check", help="also solve with the other solver; fail if they disagree")] = False,
     save: Annotated[bool, typer.Option("--save", help="write the solution record (atomically) and the ledger")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out-dir", help="where --save writes (default: the user's data directory, `codesign solve --help`)")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="--save replaces a stored solution even when it is better (a proven optimum, a better objective)")] = False,
     everything: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -78,19 +80,24 @@ def solve_cmd(
     check_solver(solver)
     check_limits(time_limit, threads)
     quiet = session(ctx).quiet or as_json
+    t0 = time.perf_counter()
     problem = load_problem(ctx, name, budgets, objective)
     sol = _solve(problem, solver, time_limit, threads, quiet)
     if sol.status == "infeasible":
         with Progress(f"explain: {problem.name}", quiet=quiet) as progress:
-            left = None if time_limit is None else max(time_limit - sol.time_s, 0.01)
+            left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
             sol.explanation = problem.explain(solver=solver, time_limit=left, progress=progress.text)
     if cross and not sol.termination.startswith("interrupted"):
-        second = _solve(problem, other_solver(solver), time_limit, threads, quiet)
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+        second = _solve(problem, other_solver(solver), left, threads, quiet)
         if second.termination.startswith("interrupted"):
-            raise KeyboardInterrupt
-        sol.cross_check = cross_check(sol, second)
+            sol.cross_check = {"solvers": [sol.solver, second.solver], "agree": None,
+                               "note": f"interrupted during the {second.solver} solve: nothing compared"}
+            sol.termination = f"interrupted (during the cross-check's {second.solver} solve)"
+        else:
+            sol.cross_check = cross_check(sol, second)
     if save or out_dir is not None:
-        path, done = records.save(sol, out_dir or user_solutions_dir())
+        path, done = records.save(sol, out_dir or user_solutions_dir(), replace=replace)
         if not as_json:
             out.print(f"{done} {path}")
     if as_json:
@@ -161,10 +168,16 @@ def certify_cmd(
 @handles_errors
 def check_solution_cmd(
     file: Annotated[Path, typer.Argument(help="a solution record written by `solve --save`")],
+    prove: Annotated[bool, typer.Option("--prove/--no-prove", help="prove the verdict again with one solve (default); --no-prove: only what the model re-derives")] = True,
+    solver: SolverOpt = "highs",
+    time_limit: TimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Re-verify a stored solution with the model, without solving (exit 3 if it does not hold)."""
-    _report(check_solution(file), as_json, f"{file}: ")
+    """Re-verify a stored solution: every field re-derived by the model, the bound proved again
+    (exit 3 if anything does not hold)."""
+    check_solver(solver)
+    check_limits(time_limit)
+    _report(check_solution(file, prove=prove, solver=solver, time_limit=time_limit), as_json, f"{file}: ")
 
 
 @app.command("check-certificate")

@@ -100,10 +100,13 @@ def _number(x: Any) -> bool:
     return isinstance(x, str) and x in ("inf", "-inf")
 
 
-def check_solution(path: str | Path) -> dict[str, Any]:
-    """Re-verify a stored solution without solving: its instance, its design with the model, every
-    stated field; an optimal solution's bound is its verified objective. Also reports whether the
-    named instance of the same name still has this content."""
+def check_solution(path: str | Path, *, prove: bool = False, solver: str = "highs",
+                   time_limit: float | None = None) -> dict[str, Any]:
+    """Re-verify a stored solution: its instance, its design with the model, every stated field; an
+    optimal solution's bound is its verified objective. With ``prove`` the bound is proved again by
+    solving (optimal: no design beats it by more than CONFIRM_RTOL; feasible: a new solve's bound
+    must hold it); an infeasible verdict is proved again too. Also reports whether the named
+    instance of the same name still has this content."""
     path = Path(path)
     try:
         raw, rec, problem = _opened(path, records.Solution)
@@ -126,6 +129,10 @@ def check_solution(path: str | Path) -> dict[str, Any]:
         problems += differences({"gap": raw.get("gap")}, jsonable({"gap": gap}))
     elif rec.status not in ("infeasible", "no_solution", "error"):
         problems.append(f"status {rec.status} without a design")
+    how = ""
+    if prove and not problems:
+        problems_, how = _prove_solution(rec, problem, solver, time_limit)
+        problems += problems_
     named = named_paths().get(rec.instance)
     drift = ""
     if named is not None:
@@ -137,7 +144,37 @@ def check_solution(path: str | Path) -> dict[str, Any]:
             problems.append(f"the named instance {rec.instance} ({named}) has changed since the solution was written")
         drift = f" (the named instance {rec.instance} is unchanged)" if current.content_hash == rec.instance_hash else ""
     what = f"{rec.status} {rec.objective_metric} = {rec.objective!r}" if rec.objective is not None else rec.status
-    return _report(not problems, problems, f"{what} reproduced by the model{drift}", objective=rec.objective, status=rec.status)
+    return _report(not problems, problems, f"{what} reproduced by the model{how}{drift}", objective=rec.objective,
+                   status=rec.status)
+
+
+def _prove_solution(rec: records.Solution, problem: Problem, solver: str, time_limit: float | None) -> tuple[list[str], str]:
+    """(problems, words for the report) of proving a solution's verdict again."""
+    if rec.status == "optimal" and rec.design is not None:
+        internal = problem.assess(problem.parse_design(rec.design)).internal
+        r = confirm_optimal(problem, internal, solver=solver, time_limit=time_limit)
+        if r.interrupted:
+            raise KeyboardInterrupt
+        if r.best is not None:
+            return [f"bound: a design beats the stated optimum ({problem.metric} {r.best.objective!r}): {r.best.design}"], ""
+        if r.status != "infeasible":
+            return [f"bound: not re-proved ({r.status}: {r.termination}); give more --time-limit"], ""
+        return [], f"; proved optimal again by {solver}"
+    sol = solve(problem, solver=solver, time_limit=time_limit)
+    if sol.termination.startswith("interrupted"):
+        raise KeyboardInterrupt
+    if rec.status == "infeasible":
+        if sol.status == "infeasible":
+            return [], f"; proved infeasible again by {solver}"
+        if sol.design is not None:
+            return [f"status: infeasible, but {solver} finds {sol.design}, which the model accepts"], ""
+        return [f"status: infeasibility not re-proved ({sol.status}: {sol.termination})"], ""
+    holds = _bound_holds(problem.sense, rec.bound, sol)
+    if holds is False:
+        return [f"bound: stated {rec.bound!r}, but {solver} finds {problem.metric} {sol.objective!r}"], ""
+    if holds is None:
+        return [f"bound: not re-proved ({sol.status}: {sol.termination}); give more --time-limit"], ""
+    return [], f"; its bound proved again by {solver}"
 
 
 def _ties(bound: float, objective: float) -> bool:

@@ -306,12 +306,14 @@ def solve(
     verbose: bool = False,
 ) -> records.Solution:
     """The proven optimum of ``problem`` (or the best design and bound within the limits), as the
-    record ``solve --save`` writes. Raises ModelError when the model and a solver disagree."""
+    record ``solve --save`` writes. ``time_limit`` covers building the MIP too (the first solver
+    round always runs). Raises ModelError when the model and a solver disagree."""
     check_solver(solver)
     check_limits(time_limit, threads)
     t0 = time.perf_counter()
     form = problem.formulate(solver)
     build_s = time.perf_counter() - t0
+    left = None if time_limit is None else max(time_limit - build_s, MIN_ROUND_TIME_S)
     if form.empty_reason:
         return records.solution(problem, solver=solver, status="infeasible", best=None, bound=None,
                                 termination=f"presolve: {form.empty_reason}", stats=form.stats, build_s=build_s,
@@ -322,10 +324,12 @@ def solve(
         def user_progress(inc, bnd, gap, elapsed):
             progress(to_user(inc), to_user(bnd), gap, elapsed)
 
-    r = run(form, judge_problem(problem), solver, time_limit=time_limit, threads=threads, progress=user_progress,
+    r = run(form, judge_problem(problem), solver, time_limit=left, threads=threads, progress=user_progress,
             verbose=verbose, confirm_infeasible=confirm_with_highs(problem) if solver == "cpsat" else None)
     status = r.status
     bound = to_user(r.bound)
+    if bound is not None and not math.isfinite(bound):
+        bound = None  # (a bound of 0 on a time per token: no finite bound on tokens/s was proved)
     if r.best is not None:
         gap = records.user_gap(problem.sense, r.best.objective, bound)
         if status == "optimal" and (gap is None or abs(gap) > GAP_TOL):

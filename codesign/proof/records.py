@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from codesign import __version__
 from codesign.errors import InputError
@@ -77,6 +77,15 @@ class Record(_Model):
     violations: list[str] = []
     audit: list[AuditEntry] = []
     lints: list[LintRow] = []
+
+    @field_validator("objective", "bound", "gap", check_fields=False)
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        """A stated objective, bound or gap is a finite number (or absent): NaN and infinities are
+        refused, never carried into a statement."""
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number (or null)")
+        return v
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite floats as strings, see :func:`codesign.jsonio.jsonable`)."""
@@ -191,11 +200,15 @@ def solution(
 ) -> Solution:
     return Solution(
         **_instance_fields(problem), **_design_fields(best),
-        status=status, bound=bound, gap=None if best is None else user_gap(problem.sense, best.objective, bound),
+        status=status, bound=bound, gap=None if best is None else _finite_or_none(user_gap(problem.sense, best.objective, bound)),
         solver=solver, solver_version=solver_version, termination=termination,
         build_s=build_s, solve_s=solve_s, time_s=time_s, mip=jsonable(stats), proof=jsonable(proof),
         parameters={**jsonable(parameters or {}), "tolerances": tolerance_table()}, provenance=provenance(),
     )
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -245,11 +258,11 @@ def read_record(path: str | Path, *, expected: type[Record] | None = None) -> Re
                          value=first.get("input") if not isinstance(first.get("input"), dict) else None) from None
 
 
-def save(record: Record, directory: str | Path) -> tuple[Path, str]:
+def save(record: Record, directory: str | Path, *, replace: bool = False) -> tuple[Path, str]:
     """Write ``record`` to ``<directory>/<instance>.json`` atomically and rewrite the ledger;
-    returns the path and what was done. A proven optimum of the same content is not replaced by a
-    solution that is not one (a time-limited or interrupted re-solve): that one is written to
-    ``<instance>.unproven.json`` beside it."""
+    returns the path and what was done. A stored solution of the same content that is better (a
+    proven optimum, or a better objective) is not replaced by a worse one unless ``replace``: the
+    new one is written to ``<instance>.unproven.json`` beside it."""
     directory = Path(directory)
     name = record.instance
     if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
@@ -257,17 +270,32 @@ def save(record: Record, directory: str | Path) -> tuple[Path, str]:
                          expected="letters, digits, '-', '_' and '.' (not leading)")
     path = directory / f"{name}.json"
     done = "saved"
-    if isinstance(record, Solution) and record.status != "optimal" and path.is_file():
+    if isinstance(record, Solution) and not replace and path.is_file():
         try:
             stored = read_record(path, expected=Solution)
         except InputError:
             stored = None
-        if stored is not None and stored.status == "optimal" and stored.instance_hash == record.instance_hash:
+        if stored is not None and stored.instance_hash == record.instance_hash and _better(stored, record):
             path = directory / f"{name}.unproven.json"
-            done = f"kept the proven optimum in {directory / f'{name}.json'}; saved"
+            done = (f"kept the better stored {stored.status} solution {directory / f'{name}.json'} "
+                    "(--replace replaces it); saved")
     write_text_atomic(path, dumps(record.as_dict()) + "\n")
     write_ledger(directory)
     return path, done
+
+
+def _better(stored: Solution, new: Solution) -> bool:
+    """The stored solution of the same content says more than the new one: it is proven optimal
+    and the new one is not, or neither is and the stored design is better."""
+    if new.status == "optimal":
+        return False
+    if stored.status == "optimal":
+        return True
+    if stored.objective is None:
+        return False
+    if new.objective is None:
+        return True
+    return stored.objective > new.objective if stored.sense == "max" else stored.objective < new.objective
 
 
 LEDGER_TAGS = {"optimal": "=opt=", "feasible": "=best=", "infeasible": "=inf="}

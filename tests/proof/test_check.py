@@ -324,3 +324,43 @@ def test_a_committed_solution_reverifies(path):
     assert (data.get("cross_check") or {}).get("agree") is True
     ledger = (SOLUTIONS / "ledger.solu").read_text()
     assert f"=opt= {data['instance']} " in ledger
+
+
+# --------------------------------------------------------------------------------------------------
+# proving a solution's verdict again
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_a_genuine_optimum_is_proved_again(name, saved):
+    path, _ = saved[name]
+    report = check_solution(path, prove=True)
+    assert report["ok"], report["problems"]
+    assert "proved optimal again" in report["message"]
+
+
+def test_a_worse_design_passed_off_consistently_as_the_optimum_fails_only_when_proved(saved, tmp_path):
+    """Every field rebuilt around the baseline of tiny-3d-llama8b (5,620.68 tokens/s, where the
+    optimum is 24,078.66): objective, bound (= the objective, as an optimal record states), gap 0,
+    metrics and audit are all consistent, so only a new solve can refute it."""
+    _, data = saved["tiny-3d-llama8b"]
+    p = load("tiny-3d-llama8b")
+    base = records.evaluation(p, p.assess(p.baseline())).as_dict()
+    forged = copy.deepcopy(data)
+    for k in ("design", "objective", "feasible", "metrics", "violations", "audit"):
+        forged[k] = base[k]
+    forged["bound"], forged["gap"] = base["objective"], 0.0
+    f = write(tmp_path / "forged.json", forged)
+    assert check_solution(f)["ok"] is True  # the model alone cannot tell
+    report = check_solution(f, prove=True)
+    assert report["ok"] is False and "a design beats the stated optimum" in report["message"]
+
+
+def test_an_infeasible_verdict_is_proved_again(tmp_path):
+    """tiny-3d-llama8b under 'tokens_per_s >= 30000' (its optimum is 24,078.66 tokens/s) is
+    infeasible, and a new solve proves it again."""
+    tight = load("tiny-3d-llama8b").with_budgets(["tokens_per_s >= 30000"])
+    sol = solve(tight)
+    assert sol.status == "infeasible"
+    path, _ = records.save(sol, tmp_path)
+    assert check_solution(path, prove=True)["ok"], check_solution(path, prove=True)["problems"]

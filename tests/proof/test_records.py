@@ -165,9 +165,23 @@ def test_a_proven_optimum_is_not_replaced_by_an_unproven_solution(solutions, tmp
     records.save(best, tmp_path)
     worse = best.model_copy(update={"status": "feasible", "objective": best.objective * 0.9, "gap": 0.11})
     path, done = records.save(worse, tmp_path)
-    assert path == tmp_path / "tiny-3d-llama8b.unproven.json" and done.startswith("kept the proven optimum")
+    assert path == tmp_path / "tiny-3d-llama8b.unproven.json" and done.startswith("kept the better stored optimal")
     assert records.read_record(tmp_path / "tiny-3d-llama8b.json").status == "optimal"
     ledger = (tmp_path / "ledger.solu").read_text()
     assert "=opt= tiny-3d-llama8b" in ledger and "=best= tiny-3d-llama8b" not in ledger
     other = worse.model_copy(update={"instance_hash": "0" * 64})  # other content: replaced as usual
     assert records.save(other, tmp_path)[0] == tmp_path / "tiny-3d-llama8b.json"
+
+
+def test_a_better_feasible_solution_is_kept_and_replace_overrides(solutions, tmp_path):
+    """Two time-limited solutions of the same content: the worse does not replace the better; with
+    replace=True it does; a better one replaces a worse one."""
+    best = solutions["tiny-3d-llama8b"]
+    good = best.model_copy(update={"status": "feasible", "objective": 20000.0, "gap": 0.2})
+    worse = best.model_copy(update={"status": "feasible", "objective": 15000.0, "gap": 0.6})
+    records.save(good, tmp_path)
+    assert records.save(worse, tmp_path)[0].name == "tiny-3d-llama8b.unproven.json"
+    assert records.read_record(tmp_path / "tiny-3d-llama8b.json").objective == 20000.0
+    assert records.save(worse, tmp_path, replace=True)[0].name == "tiny-3d-llama8b.json"
+    assert records.read_record(tmp_path / "tiny-3d-llama8b.json").objective == 15000.0
+    assert records.save(good, tmp_path)[0].name == "tiny-3d-llama8b.json"

@@ -139,7 +139,7 @@ def handles_errors(fn):
                       soft_wrap=True)
             raise typer.Exit(EXIT_CHECK) from None
         except KeyboardInterrupt:
-            err.print("[yellow]interrupted[/]")
+            err.print("[yellow]interrupted (Ctrl-C)[/]: nothing was written")
             raise typer.Exit(EXIT_INTERRUPT) from None
 
     return wrapper

@@ -384,8 +384,8 @@ def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict 
         m = (q or {}).get("methods", {}).get(key)
         if not m or "error" in m:
             return "–"
-        gap = "" if m.get("gap") is None else f", gap {m['gap'] * 100:.2g} %"
-        return f"more than {m.get('time_limit') or max(m['total_s']):.0f} s (stopped at its limit, {m['status'][0]}{gap})"
+        gap = "" if m.get("gap") is None else f", relative gap {m['gap']:.1e}"
+        return f"more than {m.get('time_limit') or max(m['total_s']):.0f} s (stopped at the limit: {m['status'][0]}{gap})"
 
     fills = compare_section(named, scaling, mapping)
     sn, ms, full, wk = read("solve_named.json"), read("mapping_solve_named.json"), read("mapping_solve.json"), read("mapping_cpsat_workers.json")

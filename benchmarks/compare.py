@@ -303,6 +303,7 @@ def main(argv=None) -> None:
     data.update({"machine": machine(), "series": args.series, "settings": {k: str(v) for k, v in vars(args).items()}})
     names = [x for x in args.instances.split(",") if x] or None
     rate_box: list = []
+    t_start = time.perf_counter()
     for label, problem in SERIES[args.series](names):
         if args.series == "mapping":
             row = bench_mapping(label, problem, methods, args, rate_box)
@@ -316,6 +317,7 @@ def main(argv=None) -> None:
             old["agree"] = agree(old["methods"])
         else:
             data["results"].append(row)
+        data["wall_s"] = time.perf_counter() - t_start  # this invocation's, so far
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1, default=_json_default))

@@ -33,8 +33,8 @@ from common import HERE, RESULTS, load, machine, same, solve_runs, stored_optimu
 
 from codesign.jsonio import write_json_atomic
 from codesign.kinds import registry
-from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.fixed import CPSAT_WORKERS
+from codesign.kinds.mapping.generate import generate_mapping
 
 SOLVERS = ("highs", "cpsat")
 KINDS = ("mapping", "placement")

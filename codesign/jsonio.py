@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InputError
+from codesign.schema import MAX_DEPTH, check_values, input_text, read_input
 
 
 def jsonable(x: Any) -> Any:
@@ -95,18 +96,35 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         os.fsync(f.fileno())
 
 
-def read_json(path: str | Path) -> Any:
+class _NonFinite(ValueError):
+    """A NaN or Infinity literal in JSON (not JSON; Python's reader would take it)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def read_json(path: str | Path, *, what: str = "JSON file") -> Any:
+    """A JSON input file, parsed: a regular file of bounded size (``schema.read_input``: never a
+    FIFO or a device), UTF-8 text, valid JSON without NaN or Infinity, numbers finite and 64-bit
+    integers, nesting at most ``schema.MAX_DEPTH`` deep (``schema.check_values``); anything else
+    is an InputError naming the file (and the key)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", file=path)
+    expected = "a JSON file"
+    text = input_text(path, read_input(path, what=what, expected=expected), what=what, expected=expected)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc}", file=path) from None
-    except UnicodeDecodeError:
-        raise InputError("not a JSON file: not UTF-8 text", file=path, expected="a JSON file") from None
-    except IsADirectoryError:
-        raise InputError("a directory, not a JSON file", file=path, expected="a JSON file") from None
+        raise InputError(f"not valid JSON: {exc}", file=path, expected=expected) from None
+    except _NonFinite as exc:
+        raise InputError(f"not valid JSON: {exc} is not a JSON number", file=path, value=str(exc),
+                         expected="finite numbers (codesign writes a non-finite value as the string \"inf\")") from None
+    except RecursionError:
+        raise InputError(f"not valid JSON: nested too deeply (more than {MAX_DEPTH} levels)", file=path) from None
+    except ValueError as exc:  # a number Python refuses to convert (an integer of thousands of digits)
+        raise InputError(f"not valid JSON: {exc}", file=path, expected=expected) from None
+    check_values(data, file=path, what=what)
+    return data
 
 
 def results_to_extend(path: str | Path, made_from: dict[str, Any], section: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import math
 import tomllib
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from codesign.jsonio import read_json, write_json_atomic
 from codesign.model.units import kv_precision_of
 from codesign.model.workload import resolve_workload
 from codesign.paths import instances_dir
+from codesign.schema import input_text, read_input
 
 #: metrics a row may measure
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_s", "e2e_latency_s")
@@ -46,6 +48,11 @@ FP8_KV_PRECISIONS = ("fp8", "fp4")
 #: math, and not in FP8_KV_PRECISIONS, whose source rule names NVFP4 and FP8 only)
 PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8",
                      "fp8_e4m3": "fp8", "e4m3": "fp8", "nvfp4": "fp4", "mx_fp4": "mxfp4", "w4a16_mxfp4": "mxfp4"}
+
+#: the largest measurements file read (bytes)
+MAX_CSV_BYTES = 64 * 2**20
+#: the largest integer a column takes (counts of GPUs, tokens, requests)
+MAX_INT = 2**31 - 1
 
 SPLIT_METHOD = "fit if the first byte of sha256(id) is even, else held-out"
 
@@ -336,23 +343,24 @@ def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
     known = read_benchmark_requests()
     engines = read_benchmark_engines()
     path = Path(csv_path)
-    if not path.is_file():
-        raise InputError("measurements file not found", file=path)
-    try:
-        return _read_rows(path, known, engines)
-    except UnicodeDecodeError:
-        raise InputError("not a measurements CSV: not UTF-8 text", file=path, expected="a CSV file") from None
+    data = read_input(path, what="measurements file", expected="a CSV file", limit=MAX_CSV_BYTES)
+    text = input_text(path, data, what="measurements CSV", expected="a CSV file")
+    return _read_rows(path, text, known, engines)
 
 
 def _int_field(raw: dict[str, Any], key: str) -> int:
-    """An integer column (empty: 1 for pp, ep and attention_dp); ValueError naming it otherwise."""
+    """An integer column (empty: 1 for pp, ep and attention_dp); ValueError naming it when it is
+    not an integer or not below :data:`MAX_INT`."""
     text = str(raw.get(key) or "").strip()
     if not text and key in _DEFAULT_ONE:
         return 1
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise ValueError(f"column {key}: {text!r} is not an integer") from None
+        raise ValueError(f"column {key}: {text[:40]!r} is not an integer") from None
+    if abs(value) > MAX_INT:
+        raise ValueError(f"column {key}: {value} is out of range (at most {MAX_INT:,})")
+    return value
 
 
 def _float_field(raw: dict[str, Any], key: str) -> float:
@@ -373,17 +381,18 @@ def _optional_positive(raw: dict[str, Any], key: str, default: int | None) -> in
     return value
 
 
-def _read_rows(path: Path, known: Any, engines: Any) -> tuple[list[Row], list[dict[str, Any]]]:
+def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Row], list[dict[str, Any]]]:
     rows: list[Row] = []
     bad: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         have = list(reader.fieldnames or [])
         missing = [c for c in REQUIRED_COLUMNS if c not in have]
         if missing:
             raise InputError(
-                f"measurements file lacks the column(s) {', '.join(missing)}", file=path, value=have,
+                f"measurements file lacks the column(s) {', '.join(missing)}", file=path,
+                value=have if len(str(have)) <= 400 else f"{str(have)[:400]}...",
                 expected=f"a header with at least {', '.join(REQUIRED_COLUMNS)} (optional: {', '.join(OPTIONAL_COLUMNS)})",
             )
         for i, raw in enumerate(reader):
@@ -396,6 +405,9 @@ def _read_rows(path: Path, known: Any, engines: Any) -> tuple[list[Row], list[di
                 rows.append(_row(rid, raw, known, engines))
             except (TypeError, ValueError) as exc:
                 bad.append({"id": rid, "reason": f"malformed row: {exc}"})
+    except csv.Error as exc:  # a NUL byte, a field over the csv module's limit, ...
+        raise InputError(f"not a readable CSV at line {reader.line_num}: {exc}", file=path,
+                         expected=f"a CSV file, every field at most {csv.field_size_limit():,} characters") from None
     return rows, bad
 
 
@@ -457,10 +469,17 @@ def make_split(csv_path: str | Path, path: str | Path | None = None) -> dict[str
 
 
 def read_split(split_file: str | Path) -> dict[str, str]:
-    """row id -> "fit" | "held-out" from a split file."""
-    data = read_json(split_file)
+    """row id -> "fit" | "held-out" from a split file (InputError unless it holds lists of ids)."""
+    data = read_json(split_file, what="split file")
+    expected = '{"fit": [ids], "held_out": [ids]}'
     if not isinstance(data, dict) or "fit" not in data or "held_out" not in data:
-        raise InputError("not a split file", file=split_file, expected='{"fit": [ids], "held_out": [ids]}')
+        raise InputError("not a split file", file=split_file, expected=expected)
+    for key in ("fit", "held_out"):
+        ids = data[key]
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise InputError("a split lists row ids (strings)", file=split_file, key=key,
+                             value=type(ids).__name__ if not isinstance(ids, list) else next(i for i in ids if not isinstance(i, str)),
+                             expected=expected)
     out = {i: "fit" for i in data["fit"]}
     out.update({i: "held-out" for i in data["held_out"]})
     return out

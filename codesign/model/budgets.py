@@ -18,7 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from codesign.errors import InputError, did_you_mean
+from codesign.model.hardware import hardware_table
 
 if TYPE_CHECKING:
     from codesign.kinds.grid.spec import Instance
@@ -257,3 +260,47 @@ def parsed_budgets(inst: Instance, *, source: str | None = None) -> list[Budget]
         where = source or (str(inst.source) if inst.source else "<instance>")
         out.append(parse_budget(b.expr, names, name=b.name if b.name else f"budgets.custom[{i}]", source=where))
     return out
+
+
+#: hardware metrics only some hardware families model: metric -> (families, why the others lack it)
+FAMILY_METRICS = {
+    "temperature_C": (("stacked-3d",), "it needs a thermal model: only hardware.family = 'stacked-3d' has one "
+                                      "(a catalog chip's temperature is not modelled)"),
+}
+
+
+def undefined_reason(inst: Instance, term: Term) -> str | None:
+    """Why ``inst`` has no value of a budget term's metric (None: it has one): a hardware
+    decision the instance does not decide, or a metric its hardware family does not model."""
+    if term.metric in DECISION_METRICS:
+        numeric = [d.name for d in inst.hardware_decisions if not isinstance(d.domain[0], str)]
+        if term.metric not in numeric:
+            return (f"the instance has no hardware decision {term.metric!r} (its {inst.hardware.family} hardware "
+                    f"decides {', '.join(numeric) or 'nothing by value'})")
+    families, why = FAMILY_METRICS.get(term.metric, (None, ""))
+    if families is not None and inst.hardware.family not in families:
+        return f"{term.metric} is not defined for this instance: {why}"
+    return None
+
+
+def defined_budgets(inst: Instance, *, source: str | None = None) -> list[Budget]:
+    """The instance's custom budgets (:func:`parsed_budgets`), each on metrics the instance has a
+    finite value of: a budget on a decision it does not decide, on a metric its hardware family
+    does not model, or on a hardware metric that is NaN for one of its hardware designs is an
+    InputError saying why (a NaN row would leave the solver and the model without an answer)."""
+    budgets = parsed_budgets(inst, source=source)
+    where = source or (str(inst.source) if inst.source else "<instance>")
+    table = None
+    for b in budgets:
+        for t in b.terms:
+            reason = undefined_reason(inst, t)
+            if reason is None and t.workload is None and t.metric in HARDWARE_METRICS:
+                table = table if table is not None else hardware_table(inst)
+                column = table.features.get(HARDWARE_METRICS[t.metric][0])
+                if column is not None and np.isnan(column).any():
+                    reason = f"{t.metric} is not a number (NaN) for some hardware design of this instance"
+            if reason is not None:
+                raise InputError(f"a budget on a metric the instance does not have: {reason}", file=where,
+                                 key=b.name, value=b.text, expected="a budget over metrics of this instance "
+                                 "(`codesign metrics`; `codesign show NAME` lists its decisions)")
+    return budgets

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.paths import catalog_dir, instances_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import Strict, load_toml, read_input, validate
 
 #: math formats whose peak is the 8-bit tensor rate (Calibration.compute_efficiency_8bit)
 EIGHT_BIT_FORMATS = ("fp8", "int8")
@@ -197,14 +197,12 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     InputError naming it."""
     shipped_file = shipped_path().resolve()
     p = shipped_file if path is None else Path(path).resolve()
+    expected = "a calibration TOML (`codesign calibrate CSV --out FILE` writes one)"
     try:
-        data = p.read_bytes()
-    except IsADirectoryError:
-        raise InputError("a directory, not a calibration file", file=p,
-                         expected="a calibration TOML (`codesign calibrate CSV --out FILE` writes one)") from None
-    except OSError:
-        raise InputError("calibration file not found", file=path if path is not None else p, key="--calibration",
-                         expected="a calibration TOML (`codesign calibrate CSV --out FILE` writes one)") from None
+        data = read_input(p, what="calibration file", expected=expected)
+    except InputError as exc:
+        raise InputError(exc.message, file=path if path is not None else p, key="--calibration" if path is not None else None,
+                         expected=expected) from None
     return _parsed(p, hashlib.sha256(data).hexdigest(), p == shipped_file)
 
 
@@ -218,6 +216,13 @@ def _parsed(path: Path, sha256: str, is_shipped: bool) -> CalibrationSet:
     """The checked content of ``path`` whose bytes hash to ``sha256`` (the key keeps a rewritten
     file from being served from the cache)."""
     cal = validate(CalibrationFile, load_toml(path), file=path)
+    # a chip-level table over [default] is a calibration too: its values in their ranges now, not
+    # when a chip first takes it
+    tables = {f"chips.{name}": over for name, over in cal.chips.items()}
+    if cal.pooled is not None:
+        tables["pooled"] = cal.pooled
+    for where, over in tables.items():
+        validate(Calibration, {**cal.default.model_dump(), **over}, file=path, prefix=where)
     known = set(catalog.list_ids("chips")) | {p.stem for p in catalog_dir("families").glob("*.toml")}
     if not is_shipped:  # a copied catalog may lack a chip the shipped file calibrates
         known |= set(shipped().file.chips)

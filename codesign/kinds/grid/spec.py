@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,13 +25,13 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
-from codesign.model.budgets import parsed_budgets
+from codesign.model.budgets import defined_budgets, parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.hardware import check_hardware_references
 from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
 from codesign.paths import instances_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import InstanceName, Strict, load_toml, validate
 
 #: Schedule decisions (per workload) the model understands, and their value types.
 SCHEDULE_DECISIONS: dict[str, type] = {
@@ -65,10 +66,16 @@ HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
 TIERS = ("local", "pooled")
 
 
+#: a workload's name: it prefixes its decisions (``llama8b.tp``) and its metrics in budgets
+#: (``llama8b.tpot_s``, read as a Python name), so an identifier
+WORKLOAD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
 class WorkloadSpec(Strict):
     """One served workload: model, precisions, scenario, SLOs and its schedule decisions."""
 
-    name: str = "main"
+    name: str = Field(default="main", pattern=WORKLOAD_NAME,
+                      description="letters, digits and '_', not starting with a digit (names decisions and metrics)")
     workload: str = Field(description="catalog workload id or path to a workload TOML")
     precision: Precision = "fp8"
     kv_precision: Precision | None = None
@@ -219,7 +226,7 @@ class Budgets(Strict):
 class InstanceFile(Strict):
     """The TOML schema of an instance file (after ``extends`` is merged)."""
 
-    name: str
+    name: InstanceName
     description: str
     provenance: str = ""
     extends: str | None = None
@@ -434,7 +441,7 @@ def load_instance(name_or_path: str, *, calibration: CalibrationSet | None = Non
     check_decisions(spec, path)
     inst = Instance(spec, source=path, raw=raw, calibration=calibration)
     _check_references(inst, path)
-    parsed_budgets(inst)
+    defined_budgets(inst)
     parse_design(inst, spec.baseline, source=str(path), prefix="baseline.")
     return inst
 
@@ -491,22 +498,54 @@ def parse_design(
 
 
 def _coerce(value: Any, dec: Decision, source: str, prefix: str) -> Any:
-    """Convert command-line strings ("8", "2.0") to the domain's type."""
-    if not isinstance(value, str):
-        return value
+    """A design value read by its decision's type: true/false for a flag (``"true"`` and
+    ``"false"`` as text too), an integer for a count (``"8"`` and ``8.0`` too), a finite number
+    for a real, a name for a name; anything else is an InputError naming the decision."""
     sample = dec.domain[0]
-    try:
-        if isinstance(sample, bool):
-            return value.lower() in ("1", "true", "yes")
-        if isinstance(sample, int):
+
+    def refuse(what: str) -> InputError:
+        domain = [str(x).lower() if isinstance(x, bool) else x for x in dec.domain]
+        return InputError(what, file=source, key=prefix + dec.name, value=value, expected=f"one of {domain}")
+
+    if isinstance(sample, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise refuse("not true or false")
+    if isinstance(value, bool) and not isinstance(sample, str):
+        raise refuse("a flag (true/false) where a number is expected")
+    if isinstance(sample, int):
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(sample, float):
-            return float(value)
-    except ValueError:
-        raise InputError(
-            "not a number", file=source, key=prefix + dec.name, value=value, expected=f"one of {list(dec.domain)}"
-        ) from None
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                if not _numeric(value):
+                    raise refuse("not a number") from None
+        raise refuse("not an integer")
+    if isinstance(sample, float):
+        try:
+            number = float(value.strip()) if isinstance(value, str) else value
+        except ValueError:
+            raise refuse("not a number") from None
+        if not isinstance(number, int | float) or not math.isfinite(number):
+            raise refuse("not a finite number")
+        return float(number)
+    if not isinstance(value, str):
+        raise refuse("not a name")
     return value
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def with_budgets(inst: Instance, texts: list[str]) -> Instance:
@@ -515,11 +554,14 @@ def with_budgets(inst: Instance, texts: list[str]) -> Instance:
     if not texts:
         return inst
     existing = list(inst.spec.budgets.custom)
+    names = [w.name for w in inst.workloads]
+    for i, t in enumerate(texts):  # a malformed one is named as given, before it becomes a custom budget
+        parse_budget(t, names, name=f"cli-{i + 1}", source="--budget")
     extra = [CustomBudget(name=f"cli-{i + 1}", expr=t) for i, t in enumerate(texts)]
     budgets = inst.spec.budgets.model_copy(update={"custom": existing + extra})
     new = Instance(inst.spec.model_copy(update={"budgets": budgets}), source=inst.source, raw=inst.raw,
                    calibration=inst.calibration)
-    parsed_budgets(new, source="--budget")
+    defined_budgets(new, source="--budget")
     return new
 
 
@@ -538,5 +580,6 @@ def instance_from_data(raw: dict[str, Any], *, source: str = "<memory>",
     check_decisions(spec, Path(source))
     inst = Instance(spec, source=None, raw=raw, calibration=calibration)
     _check_references(inst, Path(source))
+    defined_budgets(inst)
     parse_design(inst, spec.baseline, source=source, prefix="baseline.")
     return inst

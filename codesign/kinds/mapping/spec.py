@@ -25,7 +25,7 @@ from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.units import Precision
 from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import InstanceName, Strict, load_toml, validate
 
 #: tier kinds a layer's weights or KV cache may be placed in
 TIER_KINDS = ("local", "host", "pool")
@@ -94,7 +94,7 @@ class ObjectivePart(Strict):
 
 
 class MappingFile(Strict):
-    name: str = Field(min_length=1)
+    name: InstanceName
     kind: Literal["mapping"]
     description: str = Field(min_length=1)
     provenance: str = Field(min_length=1)

@@ -1,11 +1,17 @@
-"""codesign.jsonio: atomic writes and the results files the validation scripts extend run by run."""
+"""codesign.jsonio: atomic writes, the results files the validation scripts extend run by run, and
+reading JSON inputs under the limits of codesign.schema (regular files, finite numbers, bounded
+nesting)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 
-from codesign.jsonio import dumps, results_to_extend, write_json_atomic
+import pytest
+
+from codesign.errors import InputError
+from codesign.jsonio import dumps, read_json, results_to_extend, write_json_atomic
 
 
 def test_atomic_write_leaves_no_temp_file_and_plain_json(tmp_path):
@@ -94,3 +100,49 @@ def test_an_atomic_write_that_fails_midway_leaves_the_old_file(tmp_path):
         tmp.write_text("half")
         raise RuntimeError("disk full")
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+# --- reading: the same limits as TOML (codesign.schema) -------------------------------------------
+
+
+def _refused(path) -> InputError:
+    with pytest.raises(InputError) as info:
+        read_json(path)
+    return info.value
+
+
+@pytest.mark.parametrize("text", ['{"bound": NaN}', '{"bound": Infinity}', '{"bound": [-Infinity]}'])
+def test_read_json_refuses_nan_and_infinity_literals(tmp_path, text):
+    (tmp_path / "r.json").write_text(text)
+    exc = _refused(tmp_path / "r.json")
+    assert "is not a JSON number" in exc.message and exc.file == str(tmp_path / "r.json")
+
+
+def test_read_json_refuses_a_number_that_overflows_to_infinity_with_its_key(tmp_path):
+    (tmp_path / "r.json").write_text('{"audit": [{"value": 1e400}]}')
+    exc = _refused(tmp_path / "r.json")
+    assert exc.message == "not a finite number" and exc.key == "audit[0].value"
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' * 40 + "1" + "}" * 40, "1" + "0" * 5000,
+                                  '{"n": 99999999999999999999}'])
+def test_read_json_refuses_deep_nesting_and_huge_integers(tmp_path, text):
+    (tmp_path / "r.json").write_text(text)
+    exc = _refused(tmp_path / "r.json")
+    assert any(s in exc.message for s in ("nested too deeply", "not valid JSON", "64-bit")), exc
+
+
+def test_read_json_reads_only_regular_files(tmp_path):
+    os.mkfifo(tmp_path / "fifo.json")
+    assert "FIFO" in _refused(tmp_path / "fifo.json").message  # refused, not waited on
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    assert "character device" in _refused(tmp_path / "zero.json").message
+    assert _refused(tmp_path).message == "a directory, not a JSON file"
+    assert _refused(tmp_path / "absent.json").message == "JSON file not found"
+    (tmp_path / "u16.json").write_bytes('{"a": 1}'.encode("utf-16"))
+    assert "not UTF-8" in _refused(tmp_path / "u16.json").message
+
+
+def test_read_json_reads_a_byte_order_mark_and_the_strings_codesign_writes(tmp_path):
+    (tmp_path / "r.json").write_bytes(b'\xef\xbb\xbf{"bound": "inf", "gap": null}')
+    assert read_json(tmp_path / "r.json") == {"bound": "inf", "gap": None}

@@ -250,7 +250,8 @@ def _name_paths(data: Any) -> list[Path_]:
 #: values of other types a retyped key may take (TOML: no null)
 RETYPES: list[Any] = ["text", "", 0, -7, 2.5, True, False, [], [1, "a"], {}, {"x": 1}, [[1], [2]], "1e3", "true"]
 #: numbers that are in no physical range
-HUGE = [1e308, 1.7976931348623157e308, -1e308, 10**19, 2**63, -(2**63) - 1, 10**30, 5e-324, 1e-300]
+HUGE = [1e308, 1.7976931348623157e308, -1e308, 10**19, 2**63, -(2**63) - 1, 10**30, 10**18, 2**62, 2**31,
+        5e-324, 1e-300, 1e30]
 NEGATIVE = [-1, 0, -0.0, -1e-9, -1e9, -2**31]
 #: names that are paths, or no names at all
 BAD_NAMES = ["../escaped", "../../escaped", f"{CASE}/abs-escaped", "a/b", "a\\b", "", ".", "..", ".hidden",
@@ -499,6 +500,7 @@ def _instance_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Cas
         case.argv = ["instances", *rng.choice([[], ["--json"]])]
         case.env = {"CODESIGN_INSTANCES": f"{IN}/named"}
         case.in_process = False
+        case.garbage = garbage and cls != "missing-file"  # no file: no instance, an empty list
         return case
     case.argv, case.allowed = instance_argv(command, f"{IN}/{target}", rng)
     return case

@@ -406,7 +406,7 @@ def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Ro
             except (TypeError, ValueError) as exc:
                 bad.append({"id": rid, "reason": f"malformed row: {exc}"})
     except csv.Error as exc:  # a NUL byte, a field over the csv module's limit, ...
-        raise InputError(f"not a readable CSV at line {reader.line_num}: {exc}", file=path,
+        raise InputError(f"not a readable CSV at line {reader.reader.line_num}: {exc}", file=path,
                          expected=f"a CSV file, every field at most {csv.field_size_limit():,} characters") from None
     return rows, bad
 

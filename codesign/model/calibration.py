@@ -11,6 +11,7 @@ of a chip with :meth:`CalibrationSet.for_chip`.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -196,7 +197,8 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     file content (a file rewritten since is read again). A missing or invalid file is an
     InputError naming it."""
     shipped_file = shipped_path().resolve()
-    p = shipped_file if path is None else Path(path).resolve()
+    # realpath, not Path.resolve: a symlink loop is read (and refused) below, not a RuntimeError here
+    p = shipped_file if path is None else Path(os.path.realpath(path))
     expected = "a calibration TOML (`codesign calibrate CSV --out FILE` writes one)"
     try:
         data = read_input(p, what="calibration file", expected=expected)

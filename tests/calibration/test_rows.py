@@ -3,6 +3,8 @@ engines, the split."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from codesign.calibration.engine import footprint, skip_reason
@@ -231,3 +233,81 @@ def test_without_a_default_a_layout_the_table_lacks_has_no_engine(tmp_path):
                     '[benchmark.engines."meta-llama/Meta-Llama-3-8B"]\ntp1 = { general = [1024, 8192] }\n')
     (b,) = read_benchmark_engines(path)
     assert b.max_batch("llama-3.1-8b", 1, 1, 256) == 1024 and b.max_batch("llama-3.1-8b", 2, 1, 256) is None
+
+
+# --- bad input a fuzzer tries (issue 34, part 3) ------------------------------------------------------
+
+
+def _input_error(path) -> InputError:
+    with pytest.raises(InputError) as exc:
+        read_rows(path)
+    assert exc.value.file == str(path)
+    return exc.value
+
+
+def test_a_field_over_the_csv_limit_is_bad_input_naming_the_line(tmp_path):
+    # the csv module's "field larger than field limit" was a traceback
+    path = write_csv(tmp_path / "m.csv", [csv_row("a"), csv_row("b", source="x" * 200_000)])
+    exc = _input_error(path)
+    assert "not a readable CSV at line 3" in exc.message and "field larger than field limit" in exc.message
+
+
+def test_a_nul_byte_is_read_as_a_character_of_its_field(tmp_path):
+    path = write_csv(tmp_path / "m.csv", [csv_row("a")])
+    path.write_bytes(path.read_bytes().replace(b"output_tokens", b"output\x00tokens"))
+    rows, _ = read_rows(path)
+    assert "unsupported metric 'output\\x00tokens_per_s'" in skip_reason(rows[0])
+
+
+def test_only_a_regular_file_of_bounded_size_is_read(tmp_path):
+    os.mkfifo(tmp_path / "fifo.csv")
+    assert "FIFO" in _input_error(tmp_path / "fifo.csv").message  # not "not found", not a hang
+    (tmp_path / "zero.csv").symlink_to("/dev/zero")
+    assert "character device" in _input_error(tmp_path / "zero.csv").message
+    assert _input_error(tmp_path / "absent.csv").message == "measurements file not found"
+    assert _input_error(tmp_path).message == "a directory, not a measurements file"
+
+
+def test_a_byte_order_mark_before_the_header_is_read(tmp_path):
+    path = write_csv(tmp_path / "m.csv", [csv_row("a")])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    rows, bad = read_rows(path)
+    assert [r.id for r in rows] == ["a"] and bad == []
+
+
+@pytest.mark.parametrize(("column", "value", "reason"), [
+    ("tp", "9" * 30, "column tp: 999999999999999999999999999999 is out of range"),
+    ("isl", "-" + "9" * 12, "column isl: -999999999999 is out of range"),
+    ("num_gpus", "9" * 5000, "column num_gpus: '99999999999"),
+])
+def test_an_integer_out_of_range_is_a_malformed_row(tmp_path, column, value, reason):
+    rows, bad = read_rows(write_csv(tmp_path / "m.csv", [csv_row("a", **{column: value}), csv_row("b")]))
+    assert [r.id for r in rows] == ["b"]
+    assert bad[0]["id"] == "a" and bad[0]["reason"].startswith(f"malformed row: {reason}")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_measured_value_that_is_not_a_positive_number_is_skipped(tmp_path, value):
+    rows, _ = read_rows(write_csv(tmp_path / "m.csv", [csv_row("a", value=value)]))
+    assert "is not a positive number" in skip_reason(rows[0])
+
+
+@pytest.mark.parametrize(("text", "key"), [('{"fit": 5, "held_out": []}', "fit"),
+                                           ('{"fit": [], "held_out": "abc"}', "held_out"),
+                                           ('{"fit": [1, 2], "held_out": []}', "fit"),
+                                           ('{"fit": [], "held_out": [{"id": "a"}]}', "held_out")])
+def test_a_split_that_does_not_list_row_ids_is_bad_input(tmp_path, text, key):
+    # iterating an integer was a TypeError traceback
+    (tmp_path / "split.json").write_text(text)
+    with pytest.raises(InputError, match="a split lists row ids") as exc:
+        read_split(tmp_path / "split.json")
+    assert exc.value.key == key
+
+
+def test_a_split_file_that_is_not_json_is_bad_input(tmp_path):
+    (tmp_path / "split.json").write_text('{"fit": [NaN], "held_out": []}')
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_split(tmp_path / "split.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(InputError, match="FIFO"):
+        read_split(tmp_path / "fifo.json")

@@ -14,7 +14,14 @@ from codesign.errors import InputError
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.space import brute_force
 from codesign.kinds.grid.spec import load_instance, with_budgets
-from codesign.model.budgets import Term, metric_table, parse_budget, parsed_budgets
+from codesign.model.budgets import (
+    Term,
+    defined_budgets,
+    metric_table,
+    parse_budget,
+    parsed_budgets,
+    undefined_reason,
+)
 from codesign.model.evaluate import evaluate
 from codesign.proof.driver import solve
 
@@ -373,3 +380,50 @@ name = "empty"
         load_instance(str(f))
     assert str(f) in str(info.value)
 
+
+
+# --------------------------------------------------------------------------------------------------
+# a budget on a metric the instance does not have is refused with the reason (issue 34, part 3)
+# --------------------------------------------------------------------------------------------------
+
+CATALOG = "dgx-llama70b-chip-choice"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        # a catalog chip has no thermal model: its temperature is NaN, and a NaN row once kept
+        # `explain` running past any --time-limit
+        (CATALOG, "temperature_C <= 80", "needs a thermal model"),
+        (CATALOG, "2*temperature_C + power_W <= 900", "needs a thermal model"),
+        (CATALOG, "dram_layers <= 4", "no hardware decision 'dram_layers'"),
+        (CATALOG, "clock_GHz >= 1", "no hardware decision 'clock_GHz'"),
+        # the 3D family decides no appliance ports: a KeyError once, deep in the model
+        (TINY, "pool_ports <= 3", "no hardware decision 'pool_ports'"),
+    ],
+)
+def test_a_budget_on_a_metric_the_instance_does_not_have_is_refused(name: str, text: str, reason: str) -> None:
+    with pytest.raises(InputError, match="a metric the instance does not have") as info:
+        with_budgets(load_instance(name), [text])
+    assert reason in info.value.message and info.value.value == text and info.value.key == "cli-1"
+
+
+def test_the_same_budgets_in_an_instance_file_are_refused_at_load(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "instances" / f"{CATALOG}.toml").read_text()
+    path = tmp_path / "t.toml"
+    path.write_text(text.replace("system_power_W = 9000.0", 'system_power_W = 9000.0\ncustom = [{name = "hot", expr = "temperature_C <= 80"}]'))
+    with pytest.raises(InputError, match="needs a thermal model") as info:
+        load_instance(str(path))
+    assert info.value.file == str(path) and info.value.key == "hot"
+
+
+def test_budgets_on_metrics_the_instance_has_still_apply() -> None:
+    assert with_budgets(load_instance(CATALOG), ["pool_ports <= 2", "power_W <= 1000"])
+    assert with_budgets(load_instance(TINY), ["temperature_C <= 90", "clock_GHz >= 1.5"])
+
+
+def test_undefined_reason_names_the_decisions_the_instance_has(tiny) -> None:
+    reason = undefined_reason(tiny, Term(1.0, "pool_ports", None))
+    assert reason is not None and "dram_layers, tsv_count" in reason
+    assert undefined_reason(tiny, Term(1.0, "temperature_C", None)) is None
+    assert defined_budgets(tiny) == parsed_budgets(tiny)

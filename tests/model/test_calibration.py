@@ -4,7 +4,11 @@ its own takes its family's, else ``[pooled]``, else ``[default]``."""
 
 from __future__ import annotations
 
+import math
+import os
+
 import pytest
+import tomli_w
 
 from codesign import catalog
 from codesign.calibration.fit import chip_families, family_of
@@ -177,3 +181,49 @@ def test_a_pooled_table_after_the_chip_tables_survives_a_rewrite(tmp_path):
     written = CalibrationFile.model_validate(load_toml(out))
     assert written.pooled == pooled and written.chips["l40s"] == {"compute_efficiency": 0.5}
     assert [line.strip() for line in out.read_text().splitlines()].count("[pooled]") == 1
+
+
+# --- bad input a fuzzer tries (issue 34, part 3) ------------------------------------------------------
+
+
+def _shipped_with(tmp_path, table: tuple[str, ...], key: str, value: float):
+    data = load_toml(shipped_path())
+    node = data
+    for part in table:
+        node = node[part]
+    node[key] = value
+    path = tmp_path / "cal.toml"
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(("table", "key", "value"), [(("chips", "h100-sxm"), "compute_efficiency", 5.0),
+                                                     (("chips", "l40s"), "memory_efficiency", -0.5),
+                                                     (("pooled",), "stream_overlap", 2.0)])
+def test_a_chip_table_out_of_range_is_refused_at_load_not_when_a_chip_takes_it(tmp_path, table, key, value):
+    # once a pydantic traceback at the first evaluation of that chip
+    path = _shipped_with(tmp_path, table, key, value)
+    with pytest.raises(InputError) as exc:
+        load_calibration(path)
+    assert exc.value.key == ".".join((*table, key)) and exc.value.file == str(path.resolve())
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_calibration_value_is_refused(tmp_path, value):
+    path = _shipped_with(tmp_path, ("chips", "h100-sxm"), "layer_overhead_us", value)
+    with pytest.raises(InputError, match="finite") as exc:
+        load_calibration(path)
+    assert exc.value.key == "chips.h100-sxm.layer_overhead_us"
+
+
+def test_a_calibration_that_is_not_a_regular_file_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "fifo.toml")  # read_bytes would wait for a writer
+    with pytest.raises(InputError, match="FIFO") as exc:
+        load_calibration(tmp_path / "fifo.toml")
+    assert exc.value.key == "--calibration"
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")  # would never end
+    with pytest.raises(InputError, match="character device"):
+        load_calibration(tmp_path / "zero.toml")
+    (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")  # Path.resolve raised RuntimeError
+    with pytest.raises(InputError, match="cannot read the calibration file"):
+        load_calibration(tmp_path / "loop.toml")

@@ -109,8 +109,8 @@ def _domain_problem(dom: Any, typ: type) -> tuple[str, Any] | None:
     for x in dom:
         if typ is int and (isinstance(x, bool) or not isinstance(x, int) or x <= 0):
             return "expected positive integers", x
-        if typ is float and (isinstance(x, bool) or not isinstance(x, int | float) or x <= 0):
-            return "expected positive numbers", x
+        if typ is float and (isinstance(x, bool) or not isinstance(x, int | float) or not 0 < x < math.inf):
+            return "expected positive finite numbers", x
         if typ is str and not isinstance(x, str):
             return "expected strings", x
         if typ is bool and not isinstance(x, bool):
@@ -171,7 +171,8 @@ class SystemSpec(Strict):
         gt=0,
         description="assumed pooled-memory bandwidth per device; None = what the ports carry",
     )
-    ambient_C: float = 45.0
+    #: above absolute zero
+    ambient_C: float = Field(default=45.0, gt=-273.15)
 
 
 class HardwareSpec(Strict):

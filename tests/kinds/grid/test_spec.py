@@ -4,14 +4,22 @@ the value and what was expected."""
 
 from __future__ import annotations
 
+import json
 import math
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codesign.errors import InputError
-from codesign.kinds.grid.spec import list_instances, load_instance, parse_design
+from codesign.kinds.grid.spec import (
+    instance_from_data,
+    list_instances,
+    load_instance,
+    parse_design,
+    with_budgets,
+)
 from codesign.model.evaluate import evaluate
 
 NAMED = list_instances()
@@ -300,3 +308,96 @@ def test_boolean_is_not_an_integer_decision_value() -> None:
     inst = load_instance("tiny-3d-llama8b")
     with pytest.raises(InputError):
         parse_design(inst, {"tp": True})
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad input a fuzzer tries (issue 34, part 3): names, non-finite numbers, --set by type
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ".hidden", "", "x" * 200, "sp ace"])
+def test_an_instance_name_that_is_not_a_file_name_is_refused(tmp_path: Path, name: str) -> None:
+    # the name becomes <name>.json (solve --save) and <name>.mps (export): never a path
+    e = load_error(broken(tmp_path, 'name = "probe"', f"name = {json.dumps(name)}"))
+    assert e.key == "name" and "not a name" in e.message
+
+
+@pytest.mark.parametrize("name", ["a.b", "llama-8b", "1st", "", "a b"])
+def test_a_workload_name_is_an_identifier(tmp_path: Path, name: str) -> None:
+    # it prefixes decisions (<workload>.tp) and budget metrics (<workload>.tpot_s)
+    e = load_error(broken(tmp_path, 'workload = "llama-3.1-8b"', f'name = {json.dumps(name)}\nworkload = "llama-3.1-8b"'))
+    assert e.key == "workloads[0].name"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("clock_GHz = [1.2]", "clock_GHz = [1.2, nan]", "hardware.decisions.clock_GHz[1]"),
+        ("clock_GHz = [1.2]", "clock_GHz = [inf]", "hardware.decisions.clock_GHz[0]"),
+        ("devices = 4", "devices = 4\nambient_C = nan", "system.ambient_C"),
+        ("tp = 2\n", "tp = 2\nclock_GHz = -inf\n", "baseline.clock_GHz"),
+        ("input_tokens = 128", "input_tokens = 128\nweight = inf", "workloads[0].weight"),
+    ],
+)
+def test_a_non_finite_number_in_an_instance_file_is_refused(tmp_path: Path, old: str, new: str, key: str) -> None:
+    e = load_error(broken(tmp_path, old, new))
+    assert e.key == key and "finite" in e.message
+
+
+def test_non_finite_numbers_in_instance_data_are_refused_too() -> None:
+    # instance_data of a record, generators: no TOML reader in between
+    raw = tomllib.loads(BASE)
+    raw["hardware"]["decisions"]["clock_GHz"] = [math.nan]
+    with pytest.raises(InputError, match="positive finite numbers"):
+        instance_from_data(raw)
+    raw = tomllib.loads(BASE)
+    raw["system"]["ambient_C"] = math.inf
+    with pytest.raises(InputError, match="finite number"):
+        instance_from_data(raw)
+
+
+def test_an_ambient_below_absolute_zero_is_refused(tmp_path: Path) -> None:
+    e = load_error(broken(tmp_path, "devices = 4", "devices = 4\nambient_C = -300.0"))
+    assert e.key == "system.ambient_C"
+
+
+def test_set_values_are_read_by_the_decisions_type() -> None:
+    inst = load_instance("dgx-qwen3-235b-attention-dp")
+    for text in ("maybe", "1", "0", "yes", ""):
+        with pytest.raises(InputError, match="not true or false") as info:
+            parse_design(inst, {"attention_dp": text}, source="--set")
+        assert info.value.key == "attention_dp"
+    for given in (1, 0, 1.0, None, [True]):
+        with pytest.raises(InputError, match="not true or false"):
+            parse_design(inst, {"attention_dp": given}, source="--set")
+    assert parse_design(inst, {"attention_dp": "true"})["attention_dp"] is True
+    assert parse_design(inst, {"attention_dp": " False "})["attention_dp"] is False
+    assert parse_design(inst, {"attention_dp": True})["attention_dp"] is True
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [("tp", "1.5", "not an integer"), ("tp", 2.5, "not an integer"), ("tp", "two", "not a number"),
+     ("tp", [2], "not an integer"), ("tp", None, "not an integer"), ("clock_GHz", "nan", "not a finite number"),
+     ("clock_GHz", math.inf, "not a finite number"), ("clock_GHz", True, "a flag"), ("clock_GHz", "fast", "not a number"),
+     ("weights_tier", 1, "not a name"), ("batch", "1e999", "not an integer")],
+)
+def test_a_design_value_of_another_type_is_refused(key: str, value, message: str) -> None:
+    inst = load_instance("tiny-3d-llama8b")
+    with pytest.raises(InputError, match=message) as info:
+        parse_design(inst, {key: value}, source="--set")
+    assert info.value.key == key
+
+
+def test_a_whole_number_given_as_a_float_is_the_integer() -> None:
+    d = parse_design(load_instance("tiny-3d-llama8b"), {"tp": 4.0, "clock_GHz": " 1.75 "})
+    assert d["tp"] == 4 and type(d["tp"]) is int
+    assert d["clock_GHz"] == 1.75
+
+
+def test_a_malformed_budget_from_the_command_line_is_bad_input() -> None:
+    inst = load_instance("tiny-3d-llama8b")
+    for text in ("", " ", "x", "power_W"):
+        with pytest.raises(InputError) as info:
+            with_budgets(inst, [text])
+        assert info.value.file == "--budget" and info.value.key == "cli-1"

@@ -57,3 +57,27 @@ def test_the_named_mapping_instances_load_and_two_exceed_1e15():
 def test_an_instance_carries_its_calibration():
     inst = load_mapping(str(named_paths()["tiny-pf-mapping"]))
     assert inst.calibration.sha256 == shipped().sha256
+
+
+@pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ""])
+def test_an_instance_name_that_is_a_path_is_refused(name):
+    # solve --save writes <name>.json into --out-dir; export writes <name>.mps
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    data["name"] = name
+    with pytest.raises(InputError, match="not a name") as info:
+        mapping_from_data(data, source="x.toml")
+    assert info.value.key == "name"
+
+
+@pytest.mark.parametrize(("where", "value"), [(("devices", 0, "host_capacity_GiB"), math.nan),
+                                             (("devices", 0, "memory_bandwidth_GBps"), math.inf),
+                                             (("appliance", "assumed_device_bandwidth_GBps"), -math.inf)])
+def test_a_non_finite_number_is_refused(where, value):
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    node = data
+    for part in where[:-1]:
+        node = node[part]
+    node[where[-1]] = value
+    with pytest.raises(InputError, match="finite number") as info:
+        mapping_from_data(data, source="x.toml")
+    assert info.value.key == ".".join(str(p) for p in where).replace(".0.", "[0].")

@@ -4,6 +4,8 @@ writes the domains, routing and sizes it is asked for."""
 from __future__ import annotations
 
 import copy
+import math
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,30 @@ def test_the_tiny_instance_loads():
     inst = load_placement(TINY)
     assert inst.spec.devices.count == 4 and inst.spec.devices.tp == 2
     assert build_problem(inst).experts == 8
+
+
+@pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a\\b", ".hidden", "x" * 300])
+def test_an_instance_name_that_is_not_a_file_name_is_refused(name):
+    bad = {**generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2), "name": name}
+    with pytest.raises(InputError, match="not a name") as info:
+        placement_from_data(bad, source="x.toml")
+    assert info.value.key == "name"
+
+
+@pytest.mark.parametrize(("key", "value"), [("weights", [4.0, math.nan, 1, 1, 1, 1, 1, 1]),
+                                            ("weights", [math.inf] * 8), ("zipf_exponent", math.inf)])
+def test_non_finite_routing_is_refused(key, value):
+    # generate once wrote NaN weights that it then could not read back
+    data = generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2)
+    data["routing"][key] = value
+    with pytest.raises(InputError, match="finite number") as info:
+        placement_from_data(data, source="x.toml")
+    assert (info.value.key or "").startswith(f"routing.{key}")
+
+
+def test_a_generated_name_is_a_name_when_the_workload_is_a_path(tmp_path):
+    path = tmp_path / "my model.toml"
+    path.write_text((Path(__file__).parents[3] / "instances" / "catalog" / "workloads" / "mixtral-8x7b.toml").read_text())
+    data = generate_placement(4, 8, [2, 2], workload=str(path), tp=2, layers=2)
+    assert data["name"] == "gen-my-model-4d-8e-s0"
+    placement_from_data(data)

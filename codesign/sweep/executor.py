@@ -1,0 +1,216 @@
+"""Independent proven solves in parallel: a list of point jobs in, their solution records out.
+
+A :class:`Job` is a picklable description of one solve (the instance's content or name, the
+calibration file and its digest, ``--budget`` expressions, an objective, the solver and its
+limits). :func:`run_job` turns it into a :class:`~codesign.proof.records.Solution` through the one
+solve driver (:func:`codesign.proof.driver.solve`) and never raises for a bad point: the error is
+the :class:`Outcome`. :class:`Executor` runs jobs
+
+- on a dask.distributed ``LocalCluster`` (the default: one single-threaded worker process per
+  core; each solve gets ``cores // workers`` solver threads, so workers x threads = cores),
+- on an existing cluster (``scheduler="tcp://HOST:PORT"``: one solve per worker thread), or
+- one after another in this process (``workers=0``: no dask at all),
+
+and yields each :class:`Outcome` as it finishes. At most a window of jobs (twice the cluster's
+threads, plus two) is submitted at a time, so a study of 10^5 points holds a few futures, not
+10^5. A worker that dies loses only the points it was running: the scheduler runs them again on
+another worker (up to ``distributed.scheduler.allowed-failures`` times, then the point fails with
+the dask ``KilledWorker`` error). ``sweep`` uses it; so can any command whose solves are
+independent (pareto, sensitivity).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from distributed import Client, LocalCluster, as_completed
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from codesign.errors import InputError
+from codesign.sweep.job import Job, Outcome, run_job
+
+#: seconds to wait for a scheduler given by address before calling it unreachable
+CONNECT_TIMEOUT_S = 10
+#: seconds between two refreshes of the cluster's thread count (a remote cluster grows and shrinks)
+THREADS_REFRESH_S = 2.0
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # (not Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+__all__ = ["Executor", "Job", "Outcome", "cores", "run_job"]
+
+
+class IgnoreInterrupt(WorkerPlugin):
+    """Ctrl-C in a terminal reaches every process of its group: the local cluster's workers
+    ignore it and leave it to the client, which keeps what finished and stops them (a worker
+    would otherwise die with a traceback mid-solve)."""
+
+    name = "codesign-ignore-interrupt"
+
+    def setup(self, worker: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Executor:
+    """Where jobs run (module docstring); a context manager that starts and stops the cluster.
+
+    Args:
+        workers: local worker processes (None: one per core; 0: no dask, one job after another in
+            this process). Not with ``scheduler``.
+        scheduler: the address of a running dask scheduler (``tcp://HOST:PORT``).
+        solver_threads: solver threads per job (None: ``cores // workers`` locally, the solver's
+            own choice on a cluster given by address).
+    """
+
+    def __init__(self, workers: int | None = None, *, scheduler: str | None = None,
+                 solver_threads: int | None = None):
+        if workers is not None and workers < 0:
+            raise InputError("a number of workers", key="--workers", value=workers,
+                             expected=">= 1, or 0 to solve in this process without dask")
+        if scheduler is not None and workers is not None:
+            raise InputError("--workers sizes the local cluster; a cluster given by --scheduler has its own",
+                             key="--workers", value=workers, suggestion="leave out one of them")
+        if solver_threads is not None and solver_threads < 0:
+            raise InputError("threads is a count", key="threads", value=solver_threads,
+                             expected=">= 1, or 0 for the solver's own choice")
+        self.scheduler = scheduler
+        self.mode = "cluster" if scheduler else ("process" if workers == 0 else "local")
+        self.workers = cores() if workers is None else workers
+        if solver_threads is not None:
+            self.solver_threads: int | None = solver_threads or None
+        elif self.mode == "cluster":
+            self.solver_threads = None
+        else:
+            self.solver_threads = max(1, cores() // max(self.workers, 1))
+        self.client: Client | None = None
+        self.cluster: LocalCluster | None = None
+        self.address: str | None = None
+        self.dashboard: str | None = None
+        self._threads = 1
+        self._threads_at = -float("inf")
+        self._pending: dict[str, Job] = {}
+        self._futures: dict[str, Any] = {}
+
+    # --- the cluster --------------------------------------------------------------------------------
+    def __enter__(self) -> Executor:
+        if self.mode == "local":
+            self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                        host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                        silence_logs=logging.ERROR)
+            self.client = Client(self.cluster, set_as_default=False)
+            self.client.register_plugin(IgnoreInterrupt())
+        elif self.mode == "cluster":
+            try:
+                self.client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError(f"cannot reach the dask scheduler: {exc}", key="--scheduler", value=self.scheduler,
+                                 expected="the address of a running `dask scheduler`, e.g. tcp://10.0.0.5:8786") from None
+        if self.client is not None:
+            self.address = self.client.scheduler.address
+            self.dashboard = self.client.dashboard_link
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel what is still submitted and stop the cluster this executor started."""
+        client, cluster = self.client, self.cluster
+        self.client = self.cluster = None
+        if client is not None:
+            try:
+                if self._futures:
+                    client.cancel(list(self._futures.values()), force=True)
+            except Exception:  # (closing anyway)
+                pass
+            client.close(timeout=10)
+        if cluster is not None:
+            cluster.close(timeout=10)
+        self._pending.clear()
+        self._futures.clear()
+
+    def threads(self) -> int:
+        """Jobs that can run at once: the cluster's worker threads (1 in this process)."""
+        if self.client is None:
+            return 1
+        now = time.monotonic()
+        if now - self._threads_at >= THREADS_REFRESH_S:
+            self._threads = max(1, sum(self.client.nthreads().values()))
+            self._threads_at = now
+        return self._threads
+
+    def worker_count(self) -> int:
+        """Workers connected now (this process: 1)."""
+        return 1 if self.client is None else len(self.client.nthreads())
+
+    @property
+    def running(self) -> int:
+        """Jobs being solved now (submitted ones beyond the cluster's threads wait)."""
+        return min(len(self._pending), self.threads()) if self.client is not None else len(self._pending)
+
+    # --- running jobs -------------------------------------------------------------------------------
+    def map(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
+        """Each job's outcome, in the order they finish. Ctrl-C here stops the run (the caller keeps
+        what it received); in this process, Ctrl-C during a solve yields that job's interrupted
+        outcome and then raises KeyboardInterrupt."""
+        if self.client is None:
+            if self.mode != "process":
+                raise RuntimeError("Executor.map outside its `with` block")
+            yield from self._in_process(jobs)
+            return
+        yield from self._on_dask(self.client, iter(jobs))
+
+    def _in_process(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
+        for job in jobs:
+            self._pending = {job.key: job}
+            outcome = run_job(job)
+            self._pending = {}
+            yield outcome
+            if outcome.error_kind == "interrupted":
+                raise KeyboardInterrupt
+
+    def _on_dask(self, client: Client, jobs: Iterator[Job]) -> Iterator[Outcome]:
+        done = as_completed(loop=client.loop)
+        futures = self._futures
+        exhausted = False
+
+        def top_up() -> None:
+            nonlocal exhausted
+            while not exhausted and len(self._pending) < 2 * self.threads() + 2:
+                job = next(jobs, None)
+                if job is None:
+                    exhausted = True
+                    return
+                key = f"codesign-point-{job.key}"
+                if key in self._pending:
+                    raise ValueError(f"two jobs with the key {job.key!r}")
+                fut = client.submit(run_job, job, key=key, pure=False)
+                self._pending[key] = job
+                futures[key] = fut
+                done.add(fut)
+
+        top_up()
+        while self._pending:
+            fut = next(done)
+            job = self._pending.pop(fut.key)
+            futures.pop(fut.key, None)
+            try:
+                outcome = fut.result()
+            except Exception as exc:  # KilledWorker (died too often), a cancelled or lost future
+                outcome = Outcome(job, error=f"{type(exc).__name__}: {exc}", error_kind="lost")
+            fut.release()
+            top_up()
+            yield outcome

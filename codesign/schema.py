@@ -55,6 +55,13 @@ def check_name(value: str) -> str:
 InstanceName = Annotated[str, AfterValidator(check_name)]
 
 
+def as_name(text: str) -> str:
+    """``text`` made an instance name (:func:`check_name`): every run of other characters one
+    '-', at most 128 characters, no leading or trailing punctuation ("x" if nothing is left)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:128].strip("-._")
+    return name or "x"
+
+
 # --- reading files --------------------------------------------------------------------------------
 _FILE_TYPES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from codesign.errors import InputError
@@ -19,6 +21,7 @@ from codesign.schema import (
     MAX_DEPTH,
     InstanceName,
     Strict,
+    as_name,
     check_name,
     check_values,
     load_toml,
@@ -177,3 +180,15 @@ def test_the_strict_base_keeps_its_other_rules() -> None:
     assert issubclass(_Probe, BaseModel)
     with pytest.raises(InputError, match="unknown key"):
         validate(_Probe, {"nmae": "x"}, file="f.toml")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_as_name_makes_any_text_a_name(text: str) -> None:
+    assert check_name(as_name(text)) == as_name(text)
+
+
+def test_as_name_keeps_a_name_and_replaces_the_rest() -> None:
+    assert as_name("tiny-3d-llama8b") == "tiny-3d-llama8b"
+    assert as_name("validate-a/b c\n") == "validate-a-b-c"
+    assert as_name("../..") == "x"

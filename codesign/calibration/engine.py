@@ -29,6 +29,7 @@ from codesign.model.evaluate import Evaluation, evaluate, holds
 from codesign.model.schedule import decoder_state_per_slot_B, structural_reason
 from codesign.model.units import BYTES_PER_ELEMENT, GiB
 from codesign.model.workload import load_workload
+from codesign.schema import as_name
 
 #: maximum batch of a measured engine whose own is not known (``Row.engine_max_batch``, which takes
 #: precedence): trtllm-bench's tuning heuristic caps max_batch_size at 4096 (``finetune_setting``:
@@ -46,7 +47,7 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
     """The one-design catalog instance of ``row`` at ``batch`` sequences per model replica."""
     chip = catalog.load_chip(row.gpu)
     raw = {
-        "name": f"validate-{row.id}",
+        "name": as_name(f"validate-{row.id}"),  # a row id may hold any character; a name may not
         "description": f"measurement row {row.id}",
         "system": {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size},
         "hardware": {"family": "catalog", "chip": row.gpu},

@@ -350,3 +350,12 @@ def test_tp_gathers_the_16_bit_logits_of_every_new_token():
     m1 = evaluate_row(row(model="llama-3.1-70b", num_gpus=1, tp=1), 4).workload_metrics["main"]
     assert m1["decode_step.scale_up_bw_s"] == 0.0 and m1["decode_step.scale_up_latency_s"] == 0.0
     assert m1["decode_step.scale_up_bw_in_switch_s"] == 0.0
+
+
+@pytest.mark.parametrize("rid", ["a\nb", "run 1/h100", "../x", "ü" * 200])
+def test_a_row_id_of_any_characters_is_evaluated(tmp_path, rid):
+    # the row's instance is named after its id, and an instance name is a file name: a newline in
+    # an id was a pydantic traceback once instance names were checked (tools/fuzz_cli.py)
+    (r,) = read_rows(write_csv(tmp_path / "m.csv", [csv_row(rid)]))[0]
+    assert r.id == rid and row_instance(r, 8).name.startswith("validate")
+    assert evaluate_row(r, 8).feasible

@@ -10,7 +10,6 @@ Files live in ``instances/mapping/`` next to the mapping instances and are addre
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +23,7 @@ from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.routing import zipf_weights
 from codesign.model.units import Precision
 from codesign.model.workload import load_workload
-from codesign.schema import InstanceName, Strict, load_toml, validate
+from codesign.schema import InstanceName, Strict, as_name, load_toml, validate
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
 
@@ -250,7 +249,7 @@ def generate_placement(
         wl["layers"] = layers
     doms = dev.get("domains")
     return {
-        "name": name or re.sub(r"[^A-Za-z0-9._-]+", "-", f"gen-{Path(workload).stem}-{devices}d-{E}e-s{seed}"),
+        "name": name or as_name(f"gen-{Path(workload).stem}-{devices}d-{E}e-s{seed}"),
         "kind": "placement",
         "description": f"generated: {workload} with {E} experts on {devices} x {chip}" + (f" in domains {doms}" if doms else "") + f", tp {tp}",
         "provenance": "codesign.kinds.placement.spec.generate_placement",

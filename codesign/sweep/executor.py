@@ -73,10 +73,11 @@ class Executor:
         scheduler: the address of a running dask scheduler (``tcp://HOST:PORT``).
         solver_threads: solver threads per job (None: ``cores // workers`` locally, the solver's
             own choice on a cluster given by address).
+        connect_timeout: seconds to reach the scheduler given by address.
     """
 
     def __init__(self, workers: int | None = None, *, scheduler: str | None = None,
-                 solver_threads: int | None = None):
+                 solver_threads: int | None = None, connect_timeout: float = CONNECT_TIMEOUT_S):
         if workers is not None and workers < 0:
             raise InputError("a number of workers", key="--workers", value=workers,
                              expected=">= 1, or 0 to solve in this process without dask")
@@ -87,6 +88,7 @@ class Executor:
             raise InputError("threads is a count", key="threads", value=solver_threads,
                              expected=">= 1, or 0 for the solver's own choice")
         self.scheduler = scheduler
+        self.connect_timeout = connect_timeout
         self.mode = "cluster" if scheduler else ("process" if workers == 0 else "local")
         self.workers = cores() if workers is None else workers
         if solver_threads is not None:
@@ -114,7 +116,7 @@ class Executor:
             self.client.register_plugin(IgnoreInterrupt())
         elif self.mode == "cluster":
             try:
-                self.client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+                self.client = Client(self.scheduler, timeout=self.connect_timeout, set_as_default=False)
             except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"cannot reach the dask scheduler: {exc}", key="--scheduler", value=self.scheduler,
                                  expected="the address of a running `dask scheduler`, e.g. tcp://10.0.0.5:8786") from None

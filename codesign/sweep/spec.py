@@ -41,9 +41,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, StrictFloat, StrictInt, StrictStr
+from pydantic import BeforeValidator, Field, StrictInt, StrictStr
 
 from codesign.catalog import list_ids
 from codesign.errors import InputError, did_you_mean
@@ -61,6 +61,16 @@ SUBSTITUTIONS = ("chip", "workload")
 BUDGET_OPS = ("<=", ">=")
 
 
+def _number(v: Any) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError("a number is expected (not quoted)")
+    return v
+
+
+#: a TOML number, kept an integer when it is one (``power_W <= 60``, not ``60.0``)
+Number = Annotated[int | float, BeforeValidator(_number)]
+
+
 class Substitute(Strict):
     chip: list[StrictStr] = Field(default_factory=list)
     workload: list[StrictStr] = Field(default_factory=list)
@@ -72,9 +82,9 @@ class SweepFile(Strict):
     instances: list[StrictStr] = Field(min_length=1)
     objectives: list[StrictStr] = Field(default_factory=list)
     solver: StrictStr = "highs"
-    time_limit: StrictFloat | StrictInt | None = None
+    time_limit: Number | None = None
     threads: StrictInt | None = Field(default=None, ge=0)
-    grid: dict[str, list[StrictInt | StrictFloat]] = Field(default_factory=dict)
+    grid: dict[str, list[Number]] = Field(default_factory=dict)
     substitute: Substitute = Field(default_factory=Substitute)
 
 
@@ -211,7 +221,7 @@ def _budget_applicability(spec: SweepFile, problems: list[Problem], path: Path) 
                 p.with_budgets([_budget_text(key, values[0])])
                 reasons[key] = None
             except InputError as exc:
-                reasons[key] = exc.message.split(": ", 1)[-1]
+                reasons[key] = exc.message
                 first_error.setdefault(key, exc)
         out[p.content_hash] = reasons
     for key in spec.grid:

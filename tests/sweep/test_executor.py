@@ -1,0 +1,124 @@
+"""codesign.sweep.executor and codesign.sweep.job: jobs run in this process, on a local cluster
+and on a real dask cluster (scheduler and workers as subprocesses); every outcome equals the
+direct solve; a bad job is an outcome, not an exception; a worker killed mid-sweep loses only its
+running point, which another worker solves (each point solved once)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.registry import load
+from codesign.proof.driver import solve
+from codesign.proof.tolerances import AGREEMENT_RTOL
+from codesign.sweep.executor import Executor, Job, cores, run_job
+from codesign.sweep.run import run_sweep
+from codesign.sweep.spec import load_sweep
+from sweep.dask_cluster import DaskCluster
+
+TINY = "tiny-3d-llama8b"
+
+
+def direct(name: str, budgets=(), objective=None, solver="highs"):
+    return solve(load(name).with_budgets(list(budgets)).with_objective(objective), solver=solver)
+
+
+def jobs(budgets=(60, 80, 120)) -> list[Job]:
+    data = load(TINY).data
+    return [Job(key=f"p{b}", instance=data, source=TINY, budgets=(f"power_W <= {b}",)) for b in budgets]
+
+
+def test_in_this_process_each_outcome_is_the_direct_solve():
+    with Executor(0) as ex:
+        assert ex.mode == "process" and ex.client is None and ex.solver_threads == cores()
+        outs = list(ex.map(jobs()))
+    assert [o.job.key for o in outs] == ["p60", "p80", "p120"]  # in order, here
+    for o, b in zip(outs, (60, 80, 120), strict=True):
+        assert o.ok and o.worker is None and o.seconds > 0
+        ref = direct(TINY, [f"power_W <= {b}"])
+        assert o.record["status"] == ref.status
+        assert o.record["objective"] == pytest.approx(ref.objective, rel=1e-9)
+        assert o.record["instance_hash"] == ref.instance_hash
+
+
+def test_a_bad_job_is_an_outcome_not_an_exception():
+    data = load(TINY).data
+    bad_budget = run_job(Job(key="a", instance=data, budgets=("frobs <= 3",)))
+    assert not bad_budget.ok and bad_budget.error_kind == "input" and "frobs" in bad_budget.error
+    other_cal = run_job(Job(key="b", instance=data, calibration_sha256="0" * 64))
+    assert other_cal.error_kind == "input" and "another calibration" in other_cal.error
+    by_name = run_job(Job(key="c", instance=TINY, objective="energy_per_token_J"))
+    assert by_name.ok and by_name.record["objective_metric"] == "energy_per_token_J"
+    bad_objective = run_job(Job(key="d", instance="tiny-pf-mapping", objective="energy_per_token_J"))
+    assert bad_objective.error_kind == "input" and "--objective does not apply" in bad_objective.error
+
+
+def test_arguments_are_checked():
+    with pytest.raises(InputError, match="number of workers"):
+        Executor(-1)
+    with pytest.raises(InputError, match="--workers sizes the local cluster"):
+        Executor(2, scheduler="tcp://127.0.0.1:1")
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(InputError, match="cannot reach the dask scheduler") as info:
+        Executor(scheduler=f"tcp://127.0.0.1:{port}", connect_timeout=1).__enter__()
+    assert info.value.key == "--scheduler"
+
+
+def test_a_local_cluster_solves_what_the_driver_solves():
+    with Executor(1) as ex:
+        assert ex.mode == "local" and ex.worker_count() == 1 and ex.solver_threads == cores()
+        assert ex.dashboard.startswith("http://127.0.0.1:")
+        outs = {o.job.key: o for o in ex.map(jobs((60, 120)))}
+    assert ex.client is None and ex.cluster is None  # stopped
+    for b in (60, 120):
+        o = outs[f"p{b}"]
+        assert o.ok and o.worker.startswith("tcp://127.0.0.1:")
+        assert o.record["objective"] == pytest.approx(direct(TINY, [f"power_W <= {b}"]).objective, rel=1e-9)
+
+
+def test_a_killed_worker_loses_only_its_running_point(tmp_path):
+    # CP-SAT with one thread takes about a second per point here: the kill lands mid-solve
+    spec = tmp_path / "spec.toml"
+    budgets = [60, 70, 80, 90, 100, 110, 120, 140]
+    spec.write_text(f'instances = ["{TINY}"]\nsolver = "cpsat"\nthreads = 1\n[grid]\n"power_W <=" = {budgets}\n')
+    sweep = load_sweep(spec)
+    killed: dict[str, list[str]] = {}
+    with DaskCluster(tmp_path, workers=2) as cluster:
+        def kill_w1_while_it_solves() -> None:
+            with cluster.client() as c:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    names = {a: w.get("name") for a, w in c.scheduler_info()["workers"].items()}
+                    for address, keys in c.processing().items():
+                        if names.get(address) == "w1" and keys:
+                            cluster.workers["w1"].kill()
+                            killed["keys"] = [str(k) for k in keys]
+                            killed["address"] = [address]
+                            return
+                    time.sleep(0.01)
+
+        killer = threading.Thread(target=kill_w1_while_it_solves)
+        killer.start()
+        with Executor(scheduler=cluster.address) as ex:
+            summary = run_sweep(sweep, tmp_path / "out", ex)
+        killer.join()
+        assert cluster.workers["w1"].poll() is not None and cluster.workers["w0"].poll() is None
+    assert killed.get("keys"), "w1 was never seen solving a point"
+    assert summary.failed == 0 and summary.solved == len(budgets), summary.failures
+    # every point solved once: one journal line each, all of them results
+    entries = [json.loads(line) for line in (tmp_path / "out" / "journal.jsonl").read_text().splitlines()]
+    assert sorted(e["point"] for e in entries) == sorted(p.id for p in sweep.points)
+    assert {e["status"] for e in entries} == {"optimal"}
+    by_id = {e["point"]: e for e in entries}
+    for key in killed["keys"]:  # the killed worker's points were solved by the other one
+        assert by_id[key.removeprefix("codesign-point-")]["worker"] not in killed["address"]
+    for p in sweep.points:
+        ref = direct(TINY, p.job.budgets)
+        assert by_id[p.id]["objective_value"] == pytest.approx(ref.objective, rel=AGREEMENT_RTOL)

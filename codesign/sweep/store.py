@@ -119,9 +119,13 @@ class Store:
         return entry
 
     def append(self, entry: dict[str, Any]) -> None:
+        """One journal line (after a torn last line, as a killed run leaves, on a line of its own)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        with self.journal.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        with self.journal.open("a+b") as f:
+            if f.tell() and (f.seek(-1, 2), f.read(1))[1] != b"\n":
+                line = "\n" + line
+            f.write(line.encode("utf-8"))
             f.flush()
 
     def write_tables(self, sweep: Sweep, entries: dict[str, dict[str, Any]]) -> int:

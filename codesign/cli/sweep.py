@@ -22,6 +22,7 @@ from codesign.cli.common import (
     out,
     session,
 )
+from codesign.errors import InputError
 from codesign.sweep.spec import load_sweep
 
 if TYPE_CHECKING:
@@ -111,6 +112,9 @@ def sweep_cmd(
     s = session(ctx)
     sweep = load_sweep(spec, calibration=s.calibration)
     directory = out_dir if out_dir is not None else default_out(spec)
+    if directory.exists() and not directory.is_dir():
+        raise InputError("the sweep's output is a directory", file=directory, key="--out",
+                         expected="a directory (created if missing)")
     with Executor(workers, scheduler=scheduler, solver_threads=sweep.file.threads) as ex:
         if not s.quiet:
             err.print(f"sweep {spec}: {len(sweep.points)} points; {_where(ex)}", highlight=False, soft_wrap=True)

@@ -22,6 +22,7 @@ kind; :func:`check_references` loads everything and checks that every id a file 
 from __future__ import annotations
 
 import math
+import os
 from functools import cache
 from pathlib import Path
 from typing import Literal, TypeVar, get_args
@@ -31,7 +32,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from codesign.errors import InputError, did_you_mean
 from codesign.names import alias_index, resolve_name
 from codesign.paths import catalog_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import Strict, is_file, load_toml, validate
 
 # ---- unit factors (file unit -> SI) -------------------------------------------------------------
 BYTES_PER_GiB = 2**30
@@ -403,7 +404,7 @@ def list_ids(kind: str) -> list[str]:
 def chip_family(chip_id: str) -> str:
     """A catalog chip's calibration family: its ``family``, else its own id (a family of its own);
     an id that is not a catalog chip is its own family too."""
-    if not (catalog_dir("chips") / f"{chip_id}.toml").is_file():  # one stat, not a directory listing
+    if not is_file(catalog_dir("chips") / f"{chip_id}.toml"):  # one stat, not a directory listing
         return chip_id
     return load_chip(chip_id).family or chip_id
 
@@ -420,7 +421,8 @@ def _load_file(model: type[E], path: Path) -> E:
 
 def _load(model: type[E], kind: str, id_or_path: str | Path) -> E:
     if _is_path(id_or_path):
-        return _load_file(model, Path(id_or_path).resolve())
+        # realpath, not Path.resolve: a symlink loop is refused by the reader, not a RuntimeError here
+        return _load_file(model, Path(os.path.realpath(id_or_path)))
     ids = list_ids(kind)
     if id_or_path not in ids:
         raise InputError(

@@ -84,6 +84,8 @@ def read_input(path: str | Path, *, what: str = "file", expected: str | None = N
         raise InputError(f"{what} not found", file=path, expected=expected) from None
     except OSError as exc:  # a symlink loop, a name too long, no permission
         raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=path, expected=expected) from None
+    except ValueError:  # a NUL character: no file has such a name
+        raise InputError(f"{what} not found: a file name has no NUL character", file=path, expected=expected) from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"a directory, not a {what}", file=path, expected=expected) from None
     if not stat.S_ISREG(st.st_mode):
@@ -107,6 +109,15 @@ def read_input(path: str | Path, *, what: str = "file", expected: str | None = N
     if len(data) > limit:
         raise _too_big(path, what, len(data), limit)
     return data
+
+
+def is_file(path: str | Path) -> bool:
+    """Whether ``path`` names a regular file; False, never an error, for a name too long, a
+    symlink loop or a NUL character (``Path.is_file`` raises on the first and the last)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _too_big(path: Path, what: str, size: int, limit: int) -> InputError:

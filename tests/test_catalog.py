@@ -11,6 +11,7 @@ Hand-derived figures checked here:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -392,3 +393,36 @@ def test_file_id_must_match_its_name(tmp_catalog: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_chip("l40s")
     assert exc.value.key == "id"
+
+
+# --- entries given by path: bad input a fuzzer tries (issue 34, part 3) ------------------------------
+
+
+def test_a_chip_path_that_is_a_symlink_loop_fifo_or_device_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")  # Path.resolve raised RuntimeError
+    with pytest.raises(InputError, match="cannot read the TOML file"):
+        load_chip(str(tmp_path / "loop.toml"))
+    os.mkfifo(tmp_path / "fifo.toml")  # would wait for a writer
+    with pytest.raises(InputError, match="FIFO"):
+        load_chip(str(tmp_path / "fifo.toml"))
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")  # would never end
+    with pytest.raises(InputError, match="character device"):
+        load_memory(str(tmp_path / "zero.toml"))
+
+
+@pytest.mark.parametrize("field", ["memory_bandwidth_GBps", "tdp_W"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_figure_in_a_chip_file_is_refused(tmp_path: Path, field: str, value: str) -> None:
+    text = (catalog_dir("chips") / "h100-sxm.toml").read_text()
+    path = tmp_path / "chip.toml"
+    path.write_text("\n".join(f"{field} = {value}" if line.startswith(f"{field} =") else line
+                              for line in text.splitlines()))
+    with pytest.raises(InputError, match="finite") as exc:
+        load_chip(str(path))
+    assert exc.value.key == field
+
+
+def test_the_family_of_a_name_no_file_can_have_is_its_own() -> None:
+    assert catalog.chip_family("x" * 300) == "x" * 300  # Path.is_file raised "File name too long"
+    assert catalog.chip_family("a\x00b") == "a\x00b"
+    assert catalog.chip_family("h100-sxm") == "hopper"

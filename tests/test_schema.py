@@ -24,6 +24,7 @@ from codesign.schema import (
     as_name,
     check_name,
     check_values,
+    is_file,
     load_toml,
     read_input,
     validate,
@@ -192,3 +193,17 @@ def test_as_name_keeps_a_name_and_replaces_the_rest() -> None:
     assert as_name("tiny-3d-llama8b") == "tiny-3d-llama8b"
     assert as_name("validate-a/b c\n") == "validate-a-b-c"
     assert as_name("../..") == "x"
+
+
+def test_is_file_answers_for_any_name(tmp_path: Path) -> None:
+    (tmp_path / "f.toml").write_text("")
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")
+    assert is_file(tmp_path / "f.toml")
+    for name in ("fifo.toml", "loop.toml", "x" * 300 + ".toml", "a\x00b", "absent"):
+        assert not is_file(tmp_path / name), name  # Path.is_file raises on a long name and a NUL
+
+
+def test_a_file_name_with_a_nul_character_is_not_found(tmp_path: Path) -> None:
+    assert "not found" in refused(load_toml, tmp_path / "a\x00b.toml").message
+    assert "cannot read" in refused(load_toml, tmp_path / ("x" * 300 + ".toml")).message

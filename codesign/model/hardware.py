@@ -25,7 +25,7 @@ from codesign.model import compute, memory, network, thermal
 from codesign.model.calibration import Calibration
 from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, TB, GBps, GiB, MiB
 from codesign.paths import catalog_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import Strict, is_file, load_toml, validate
 
 if TYPE_CHECKING:
     from codesign.catalog import Chip
@@ -102,7 +102,7 @@ class StackFamily(Strict):
 @cache
 def load_family(family_id: str) -> StackFamily:
     path = catalog_dir("families") / f"{family_id}.toml"
-    if not path.exists():
+    if not is_file(path):
         ids = sorted(p.stem for p in catalog_dir("families").glob("*.toml"))
         raise InputError(
             f"unknown 3D family {family_id!r}", expected=f"one of {ids}", suggestion=did_you_mean(family_id, ids)

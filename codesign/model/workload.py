@@ -48,7 +48,7 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationInfo, fi
 from codesign.errors import InputError, did_you_mean
 from codesign.names import alias_index, resolve_name
 from codesign.paths import catalog_dir
-from codesign.schema import Strict, load_toml, validate
+from codesign.schema import Strict, is_file, load_toml, validate
 
 __all__ = [
     "MLA",
@@ -282,7 +282,7 @@ def load_workload(id_or_path: str) -> Workload:
         path = Path(id_or_path)
         return validate(Workload, load_toml(path), file=path)
     path = catalog_dir("workloads") / f"{id_or_path}.toml"
-    if not path.is_file():
+    if not is_file(path):  # (an id too long for a file name is no catalog id either)
         available = list_workloads()
         raise InputError(
             "unknown workload",

@@ -401,3 +401,14 @@ def test_a_malformed_budget_from_the_command_line_is_bad_input() -> None:
         with pytest.raises(InputError) as info:
             with_budgets(inst, [text])
         assert info.value.file == "--budget" and info.value.key == "cli-1"
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('workload = "llama-3.1-8b"', f'workload = "{"x" * 300}"', "workloads[0].workload"),
+    ('family = "stacked-3d"', 'family = "stacked-3d"\nstack = "a\\u0000b"', "hardware.stack"),
+    ('family = "stacked-3d"', f'family = "stacked-3d"\nstack = "{"x" * 300}"', "hardware.stack"),
+])
+def test_a_catalog_id_no_file_can_have_is_unknown(tmp_path: Path, old: str, new: str, key: str) -> None:
+    # Path.is_file raised "File name too long" (and ValueError on a NUL) before it said "unknown"
+    e = load_error(broken(tmp_path, old, new))
+    assert e.key == key and "unknown" in e.message

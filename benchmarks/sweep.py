@@ -1,0 +1,160 @@
+"""A 240-point sweep solved four ways: each point's solve by the driver in a plain loop, the sweep
+in this process (``--workers 0``), on a local dask cluster of 1 worker and of 2 workers.
+
+Every point is a proven solve through :func:`codesign.proof.driver.solve`; every way must give
+every point the same status and objective (to 1e-9 relative), or the script exits 1. The SPEC
+(written beside the results) crosses three 3D-stacked instances with two objectives, ten power
+budgets and four clock caps; every solve gets one solver thread, so the speed-up is that of
+solving points side by side, not of a solver's threads.
+
+Measured per run: the wall time of the sweep (the cluster's start and stop are timed apart), the
+1-minute load average before and after (other jobs share the cores), and on a cluster the time of
+2,000 empty tasks after the sweep (dask's own cost per task). Derived: the overhead per
+point of the sweep machinery (in process: records, journal, tables; on dask: the same plus
+scheduling and transfer) against the plain loop, the speed-up of 2 workers over 1, and points per
+worker-hour. Runs are interleaved (loop, in process, 1 worker, 2 workers, then again) and the
+median of the repeats is reported.
+
+    python benchmarks/sweep.py [--repeats 2] [--out benchmarks/results/sweep.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, load, machine
+
+from codesign.jsonio import write_json_atomic
+from codesign.proof.driver import solve
+from codesign.sweep.executor import Executor, cores
+from codesign.sweep.run import run_sweep
+from codesign.sweep.spec import load_sweep
+from codesign.sweep.store import Store
+
+OUT = RESULTS / "sweep.json"
+SPEC = """\
+instances = ["tiny-3d-llama8b", "small-3d-llama8b", "deepstack-llama70b-decode"]
+objectives = ["tokens_per_s", "energy_per_token_J"]
+threads = 1
+
+[grid]
+"power_W <=" = [40, 50, 60, 70, 80, 90, 100, 120, 140, 160]
+"clock_GHz <=" = [1.2, 1.5, 2.0, 2.5]
+"""
+RTOL = 1e-9
+#: empty tasks timed on each cluster after its sweep: dask's own cost per task
+NOOP_TASKS = 2000
+
+
+def loop(sweep) -> tuple[float, dict[str, tuple[str, float | None]]]:
+    """Each point's solve by the driver, one after another: no records, no journal, no tables."""
+    t0 = time.perf_counter()
+    out = {}
+    for p in sweep.points:
+        sol = solve(p.job.problem(), solver=p.job.solver, threads=sweep.file.threads)
+        out[p.id] = (sol.status, sol.objective)
+    return time.perf_counter() - t0, out
+
+
+def swept(sweep, workers: int, directory: Path) -> dict:
+    """The sweep on ``workers`` local workers (0: in this process) into a fresh directory."""
+    shutil.rmtree(directory, ignore_errors=True)
+    t0 = time.perf_counter()
+    ex = Executor(workers, solver_threads=sweep.file.threads)
+    ex.__enter__()
+    started = time.perf_counter()
+    noop_s = None
+    try:
+        summary = run_sweep(sweep, directory, ex)
+        ended = time.perf_counter()
+        if ex.client is not None:  # dask's own cost of a task: NOOP_TASKS empty ones at once
+            t1 = time.perf_counter()
+            ex.client.gather(ex.client.map(abs, range(NOOP_TASKS), pure=False))
+            noop_s = (time.perf_counter() - t1) / NOOP_TASKS
+    finally:
+        ex.close()
+    stopped = time.perf_counter()
+    entries = Store(directory).entries()
+    results = {k: (e["status"], e.get("objective_value")) for k, e in entries.items()}
+    assert summary.solved == len(sweep.points) and summary.failed == 0, summary.failures
+    return {"wall_s": ended - started, "start_s": started - t0, "stop_s": stopped - ended, "noop_task_s": noop_s,
+            "solve_s_sum": sum(e["time_s"] for e in entries.values()), "results": results}
+
+
+def agree(a: dict, b: dict) -> bool:
+    def same(x, y):
+        return x[0] == y[0] and (x[1] == y[1] or (x[1] is not None and y[1] is not None
+                                                   and abs(x[1] - y[1]) <= RTOL * max(abs(x[1]), abs(y[1]))))
+
+    return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="codesign-sweep-bench-"))
+    spec = work / "spec.toml"
+    spec.write_text(SPEC)
+    sweep = load_sweep(spec)
+    n = len(sweep.points)
+    runs: list[dict] = []
+    reference = None
+    ok = True
+    t_all = time.perf_counter()
+    for rep in range(args.repeats):
+        for mode, workers in (("loop", None), ("in process", 0), ("1 worker", 1), ("2 workers", 2)):
+            before = load()
+            if workers is None:
+                wall, results = loop(sweep)
+                run = {"wall_s": wall, "results": results}
+            else:
+                run = swept(sweep, workers, work / f"out-{workers}")
+            results = run.pop("results")
+            reference = reference or results
+            same = agree(reference, results)
+            ok = ok and same
+            run.update({"mode": mode, "workers": workers, "repeat": rep, "loadavg_before": before,
+                        "loadavg_after": load(), "agrees": same})
+            runs.append(run)
+            print(f"{mode:>10}: {run['wall_s']:.2f} s for {n} points (load {before:.2f} -> {run['loadavg_after']:.2f})"
+                  f"{'' if same else '  RESULTS DIFFER'}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+    def med(mode: str, key: str = "wall_s") -> float:
+        return statistics.median(r[key] for r in runs if r["mode"] == mode)
+
+    seq, inproc, one, two = med("loop"), med("in process"), med("1 worker"), med("2 workers")
+    summary = {
+        "points": n, "solver_threads": sweep.file.threads, "cores": cores(),
+        "loop_s": seq, "in_process_s": inproc, "one_worker_s": one, "two_workers_s": two,
+        "cluster_start_s": {"1 worker": med("1 worker", "start_s"), "2 workers": med("2 workers", "start_s")},
+        "cluster_stop_s": {"1 worker": med("1 worker", "stop_s"), "2 workers": med("2 workers", "stop_s")},
+        "solve_s_per_point": med("in process", "solve_s_sum") / n,
+        "noop_task_s": {"1 worker": med("1 worker", "noop_task_s"), "2 workers": med("2 workers", "noop_task_s")},
+        "overhead_per_point_s": {"in process": (inproc - seq) / n, "1 worker": (one - seq) / n},
+        "speedup_2_over_1": one / two, "speedup_2_over_loop": seq / two,
+        "points_per_worker_hour": n / one * 3600,
+        "loadavg_range": [min(r["loadavg_before"] for r in runs), max(r["loadavg_after"] for r in runs)],
+        "all_agree": ok,
+    }
+    out = {"machine": machine(), "command": "python benchmarks/sweep.py " + " ".join(sys.argv[1:]),
+           "spec": SPEC, "repeats": args.repeats, "summary": summary, "runs": runs,
+           "wall_s": time.perf_counter() - t_all}
+    write_json_atomic(args.out, out)
+    print(f"speed-up 2 workers / 1 worker: {summary['speedup_2_over_1']:.2f}x; overhead per point on dask: "
+          f"{1e3 * summary['overhead_per_point_s']['1 worker']:.1f} ms; wrote {args.out}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

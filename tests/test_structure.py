@@ -17,6 +17,7 @@ LAZY_IMPORTS = {
     ("codesign", "codesign.api"): "`import codesign` stays light; the API loads on first use",
     ("codesign.proof.driver", "codesign.backends.pyomo"): "Pyomo takes a second to import; only pyomo:<name> needs it",
     ("codesign.calibration.plot", "matplotlib"): "matplotlib, optional (the test extra), only for --plot",
+    ("codesign.tradeoffs.plot", "matplotlib"): "matplotlib takes ~0.5 s to import; only --plot needs it",
     ("codesign.cli.sweep", "codesign.sweep.executor"): "dask.distributed and pyarrow add ~0.5 s of CPU to every "
                                                        "command's start (`codesign --help`: 1.2 -> 1.7 s); only sweep needs them",
     ("codesign.cli.sweep", "codesign.sweep.run"): "the same: it imports the executor and pyarrow",
@@ -161,7 +162,7 @@ LAYERS = (
     ("codesign.proof.tolerances", "codesign.proof.records", "codesign.proof.driver"),
     ("codesign.kinds.fixed", "codesign.kinds.grid", "codesign.kinds.mapping", "codesign.kinds.placement"),
     ("codesign.kinds.registry", "codesign.proof.certify", "codesign.proof.check"),
-    ("codesign.calibration", "codesign.api", "codesign.cli", "codesign.sweep", "codesign"),
+    ("codesign.calibration", "codesign.api", "codesign.cli", "codesign.sweep", "codesign.tradeoffs", "codesign"),
 )
 
 

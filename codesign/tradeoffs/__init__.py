@@ -1,0 +1,1 @@
+"""Trade-offs an architect asks for: exact Pareto frontiers between two metrics."""

@@ -1,0 +1,196 @@
+"""The exact Pareto frontier between two metrics, each point a proven optimum.
+
+ε-constraint on a finite design space: optimise one metric (the *driver*, an objective the
+instance kind can optimise) subject to a budget on the other (the *bound* metric), tighten the
+budget strictly past the point just found, and solve again until no design is left:
+
+    point k = argopt { driver(d) : bound(d) better than bound(point k-1) by more than δ }
+
+Each point is a proven optimum of its own solve (the one driver, :func:`codesign.proof.driver.solve`),
+so every point is on the frontier or weakly dominated by a tie the next solve finds (ties are
+dropped at the end). On a finite space the loop ends, and then the frontier is *complete*: a
+non-dominated design whose bound metric lies between two consecutive points would have been the
+optimum of the solve between them. δ is :data:`STEP_RTOL` relative (with :data:`STEP_ATOL` near 0):
+points closer than that in the bound metric are one point.
+
+With ``max_points`` (or a time limit) the loop stops early; what is proven then: every design
+whose bound metric is better than the last point's is no better in the driver metric than the last
+point (it satisfied the last solve's budget too) — stated in the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from codesign.errors import InputError, ModelError, did_you_mean
+from codesign.kinds.base import Problem
+from codesign.model.budgets import DECISION_METRICS, HARDWARE_METRICS, WORKLOAD_METRICS
+from codesign.proof.driver import solve
+
+#: the bound metric must improve by more than this (relative) from one point to the next; above the
+#: model's feasibility tolerance (1e-9: a budget holds within it), so a budget tightened by it
+#: excludes the point just found
+STEP_RTOL = 1e-7
+#: ... and by more than this (absolute, in the metric's unit) when it is near zero
+STEP_ATOL = 1e-12
+#: where a metric's value sits in a record's metrics when its name differs there
+METRIC_KEY = {"memory_used_B": "memory_local_B"}
+
+
+def sense_of(metric: str) -> str:
+    """Throughput is maximised, everything else (time, energy, power, area, memory) minimised."""
+    return "max" if metric == "tokens_per_s" else "min"
+
+
+def known_metrics() -> list[str]:
+    return [*HARDWARE_METRICS, *DECISION_METRICS, *WORKLOAD_METRICS]
+
+
+def value_of(metric: str, metrics: dict[str, Any]) -> float:
+    return float(metrics[METRIC_KEY.get(metric, metric)])
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    status: str
+    objective: float
+    design: dict[str, Any]
+    metrics: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "y": self.y, "status": self.status, "design": self.design, "metrics": self.metrics}
+
+
+@dataclass
+class Frontier:
+    instance: str
+    x: str
+    y: str
+    driver: str
+    points: list[Point]
+    complete: bool
+    statement: str
+    solves: int
+    seconds: float
+    step_rtol: float = STEP_RTOL
+    dominated_dropped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "instance": self.instance, "x": self.x, "y": self.y, "x_sense": sense_of(self.x),
+            "y_sense": sense_of(self.y), "optimised": self.driver, "points": [p.as_dict() for p in self.points],
+            "complete": self.complete, "statement": self.statement, "solves": self.solves,
+            "seconds": self.seconds, "step_rtol": self.step_rtol, "dominated_dropped": self.dominated_dropped,
+            "notes": self.notes,
+        }
+
+
+def _check(problem: Problem, x: str, y: str) -> str:
+    """The metric the solves optimise (the other is the budgeted one)."""
+    for m, key in ((x, "--x"), (y, "--y")):
+        if m not in known_metrics():
+            raise InputError("not a metric", key=key, value=m, expected="a name `codesign metrics` lists",
+                             suggestion=did_you_mean(m, known_metrics()))
+    if x == y:
+        raise InputError("a frontier needs two different metrics", key="--y", value=y)
+    if not problem.takes_budgets:
+        raise InputError(f"pareto needs budgets on a metric, which {problem.kind} instances do not take yet",
+                         value=problem.name, expected="a hardware/schedule instance")
+    for m in (x, y):
+        if m in problem.objectives:
+            return m
+    raise InputError("neither metric is one the instance can optimise", key="--x", value=f"{x}, {y}",
+                     expected=f"one of them in {', '.join(problem.objectives)}")
+
+
+def _tightened(metric: str, value: float) -> str:
+    """The budget that keeps only designs strictly better than ``value`` in ``metric`` (by δ)."""
+    step = max(STEP_RTOL * abs(value), STEP_ATOL)
+    if sense_of(metric) == "max":
+        return f"{metric} >= {value + step!r}"
+    return f"{metric} <= {value - step!r}"
+
+
+def _strictly_better(metric: str, new: float, old: float) -> bool:
+    return new > old if sense_of(metric) == "max" else new < old
+
+
+def _dominates(a: Point, b: Point, x: str, y: str) -> bool:
+    """a is at least as good as b in both metrics (within the step tolerance) and a different point."""
+    def at_least(m: str, u: float, v: float) -> bool:
+        tol = max(STEP_RTOL * max(abs(u), abs(v)), STEP_ATOL)
+        return u >= v - tol if sense_of(m) == "max" else u <= v + tol
+    return a is not b and at_least(x, a.x, b.x) and at_least(y, a.y, b.y)
+
+
+def frontier(
+    problem: Problem,
+    x: str,
+    y: str,
+    *,
+    solver: str = "highs",
+    max_points: int | None = None,
+    time_limit: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Frontier:
+    """The exact frontier of ``problem`` between metrics ``x`` and ``y`` (module docstring)."""
+    if max_points is not None and max_points < 1:
+        raise InputError("--max-points is a positive count", key="--max-points", value=max_points)
+    driver = _check(problem, x, y)
+    bounded = y if driver == x else x
+    base = problem.with_objective(driver)
+    t0 = time.perf_counter()
+    found: list[Point] = []
+    budget: str | None = None
+    solves = 0
+    complete, stopped = False, ""
+    while True:
+        if max_points is not None and len(found) >= max_points:
+            stopped = f"--max-points {max_points}"
+            break
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+        if left is not None and left <= 0:
+            stopped = "the time limit"
+            break
+        p = base.with_budgets([budget]) if budget else base
+        sol = solve(p, solver=solver, time_limit=left)
+        solves += 1
+        if sol.termination.startswith("interrupted"):
+            raise KeyboardInterrupt
+        if sol.status == "infeasible":
+            complete = True
+            break
+        if sol.status != "optimal" or sol.metrics is None:
+            stopped = f"a solve that ended {sol.status} ({sol.termination})"
+            break
+        point = Point(value_of(x, sol.metrics), value_of(y, sol.metrics), sol.status, sol.objective,
+                      sol.design, sol.metrics)
+        if found and not _strictly_better(bounded, value_of(bounded, sol.metrics), value_of(bounded, found[-1].metrics)):
+            raise ModelError(f"pareto: the solve under {budget!r} returned {bounded} = "
+                             f"{value_of(bounded, sol.metrics)!r}, not better than the last point's")
+        found.append(point)
+        if progress is not None:
+            progress(f"{len(found)} points; last {x} = {point.x:.6g}, {y} = {point.y:.6g}")
+        budget = _tightened(bounded, value_of(bounded, sol.metrics))
+    kept = [p for p in found if not any(_dominates(q, p, x, y) for q in found)]
+    kept.sort(key=lambda p: p.x, reverse=sense_of(x) == "max")
+    if complete:
+        statement = (f"complete: {len(kept)} non-dominated points; no design is better in both {x} and {y} than "
+                     f"one of them (points closer than {STEP_RTOL:g} relative in {bounded} are one)")
+    elif found:
+        last = found[-1]
+        best = "at most" if sense_of(driver) == "max" else "at least"
+        statement = (f"incomplete, stopped by {stopped}: each point found is proven optimal for its budget, and every "
+                     f"design whose {bounded} is better than {value_of(bounded, last.metrics):.6g} (not explored) has "
+                     f"{driver} {best} {value_of(driver, last.metrics):.6g}")
+    else:
+        statement = f"no point: stopped by {stopped}"
+    return Frontier(problem.name, x, y, driver, kept, complete, statement, solves, time.perf_counter() - t0,
+                    dominated_dropped=len(found) - len(kept))
+

@@ -1,0 +1,96 @@
+"""codesign.tradeoffs.pareto: the exact frontier between two metrics.
+
+Reference: every design of tiny-3d-llama8b (432 points, 184 feasible) evaluated by the model, and
+the non-dominated set of their (x, y) computed directly; the ε-constraint frontier (each point a
+proven solve) must be exactly that set, for every metric pair below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.registry import load
+from codesign.tradeoffs.pareto import STEP_RTOL, frontier, sense_of, value_of
+
+TINY = "tiny-3d-llama8b"
+
+
+@pytest.fixture(scope="module")
+def every_feasible_design():
+    p = load(TINY)
+    decs = p.decisions()
+    out = []
+    for values in itertools.product(*(d.domain for d in decs)):
+        a = p.assess(p.parse_design(dict(zip([d.name for d in decs], values, strict=True))))
+        if a.feasible:
+            out.append(a.metrics)
+    assert len(out) == 184
+    return out
+
+
+def nondominated(points, x, y):
+    def better_or_equal(m, u, v):
+        return u >= v if sense_of(m) == "max" else u <= v
+
+    return {(a, b) for a, b in points
+            if not any(better_or_equal(x, c, a) and better_or_equal(y, d, b) and (c, d) != (a, b) for c, d in points)}
+
+
+def rounded(points):
+    return {(round(a, 6), round(b, 9)) for a, b in points}
+
+
+@pytest.mark.parametrize("y", ["energy_per_token_J", "power_W", "area_mm2", "ttft_s", "tpot_s", "system_power_W"])
+def test_the_frontier_is_the_enumerated_one(y, every_feasible_design):
+    f = frontier(load(TINY), "tokens_per_s", y)
+    expected = nondominated([(m["tokens_per_s"], value_of(y, m)) for m in every_feasible_design], "tokens_per_s", y)
+    assert f.complete
+    assert rounded((p.x, p.y) for p in f.points) == rounded(expected)
+    assert all(p.status == "optimal" for p in f.points)
+
+
+def test_the_roles_swap_when_only_y_can_be_optimised(every_feasible_design):
+    """power_W is no objective of a grid instance: tokens_per_s (y here) is optimised under a
+    budget on power_W, and the frontier is the same set."""
+    f = frontier(load(TINY), "power_W", "tokens_per_s")
+    assert f.driver == "tokens_per_s"
+    expected = nondominated([(value_of("power_W", m), m["tokens_per_s"]) for m in every_feasible_design],
+                            "power_W", "tokens_per_s")
+    assert rounded((p.x, p.y) for p in f.points) == rounded(expected)
+
+
+def test_max_points_stops_early_and_bounds_the_rest(every_feasible_design):
+    """After 4 points the unexplored designs (power below the 4th point's) have tokens/s at most
+    the 4th point's, as the statement says, by enumeration."""
+    f = frontier(load(TINY), "tokens_per_s", "power_W", max_points=4)
+    assert not f.complete and len(f.points) <= 4 and "incomplete" in f.statement
+    last_power = min(p.y for p in f.points)
+    last_tps = min(p.x for p in f.points)
+    below = [m for m in every_feasible_design if value_of("power_W", m) < last_power * (1 - STEP_RTOL)]
+    assert below and max(m["tokens_per_s"] for m in below) <= last_tps * (1 + 1e-9)
+
+
+def test_bad_metrics_are_refused():
+    p = load(TINY)
+    with pytest.raises(InputError, match="did you mean 'power_W'"):
+        frontier(p, "tokens_per_s", "powr_W")
+    with pytest.raises(InputError, match="two different metrics"):
+        frontier(p, "power_W", "power_W")
+    with pytest.raises(InputError, match="neither metric"):
+        frontier(p, "power_W", "area_mm2")
+    with pytest.raises(InputError, match="mapping instances"):
+        frontier(load("tiny-pf-mapping"), "tokens_per_s", "energy_per_token_J")
+
+
+def test_the_command_prints_the_points_and_writes_the_plot(cli, tmp_path):
+    png = tmp_path / "f.png"
+    r = cli("pareto", TINY, "--x", "tokens_per_s", "--y", "area_mm2", "--plot", png, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["complete"] is True and len(d["points"]) == 3
+    assert set(d["points"][0]) == {"x", "y", "status", "design", "metrics"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -109,18 +109,23 @@ NAMED = {
 }
 
 
-@dataclass
+@dataclass(repr=False)
 class Seeds:
     """Valid inputs of every file type (text), and the decisions of the named instances."""
+
+    def __repr__(self) -> str:
+        return f"Seeds({len(self.files)} files)"
 
     files: dict[str, str]
     decisions: dict[str, dict[str, Any]]  # named instance -> its baseline design
     generator_params: dict[str, list[str]]
 
 
-def build_seeds(run: Callable[[list[str], Path], tuple[int, str, str]], work: Path, *, csv_rows: int = 3) -> Seeds:
+def build_seeds(run: Callable[[list[str], Path], tuple[int, str, str]], work: Path, *, quick: bool = False) -> Seeds:
     """The valid inputs: instance files read from the repository, solution and certificate
-    records made by ``run`` (``codesign ARGS`` in ``work``), a few rows of the measurements."""
+    records made by ``run`` (``codesign ARGS`` in ``work``), a few rows of the measurements
+    (``quick``: two rows the id-hash split holds out and a split without fit rows, so that
+    ``calibrate`` refuses them at once instead of fitting for seconds)."""
     work.mkdir(parents=True, exist_ok=True)
     files = {f"instance-{k}": p.read_text() for k, p in INSTANCE_FILES.items()}
     files["instance-grid-by-path"] = GRID_BY_PATH
@@ -128,9 +133,11 @@ def build_seeds(run: Callable[[list[str], Path], tuple[int, str, str]], work: Pa
     files["workload"] = (ROOT / "instances" / "catalog" / "workloads" / "llama-3.1-8b.toml").read_text()
     files["calibration"] = (ROOT / "instances" / "catalog" / "calibration.toml").read_text()
     lines = (ROOT / "validation" / "measurements.csv").read_text().splitlines()
-    files["csv"] = "\n".join(lines[: 1 + csv_rows]) + "\n"
-    ids = [line.split(",", 1)[0] for line in lines[1 : 1 + csv_rows]]
-    files["split"] = json.dumps({"method": "fuzz seed", "fit": ids[::2], "held_out": ids[1::2]}, indent=2) + "\n"
+    rows = [lines[1], lines[4]] if quick else lines[1:4]  # m0436, m0439: held out by the id-hash split
+    files["csv"] = "\n".join([lines[0], *rows]) + "\n"
+    ids = [line.split(",", 1)[0] for line in rows]
+    fit, held = ([], ids) if quick else (ids[::2], ids[1::2])
+    files["split"] = json.dumps({"method": "fuzz seed", "fit": fit, "held_out": held}, indent=2) + "\n"
     decisions: dict[str, dict[str, Any]] = {}
     for kind, name in NAMED.items():
         code, out, err = run(["show", name, "--json"], work)
@@ -179,6 +186,8 @@ class FileSpec:
     kind: str = "bytes"  # bytes | dir | fifo | symlink | absent
     content: bytes = b""
     target: str = ""
+    #: this many NUL bytes and a newline after ``content``: a large file (sparse on disk), not held
+    pad: int = 0
 
 
 @dataclass
@@ -392,7 +401,7 @@ STRUCTURED = ["delete-key", "duplicate-key", "retype", "unknown-key", "empty-con
 # ------------------------------------------------------------------------------------------------
 
 BYTES = ["empty-file", "bad-encoding", "truncated", "byte-flip", "very-long-line", "oversized-file"]
-FILESYSTEM = ["directory", "fifo", "symlink-to-device", "missing-file", "symlink-loop"]
+FILESYSTEM = ["directory", "fifo", "symlink-to-device", "missing-file", "symlink-loop", "name-too-long"]
 
 
 def mutate_bytes(text: str, cls: str, rng: random.Random, *, big: bool) -> tuple[FileSpec, str, bool]:
@@ -428,9 +437,9 @@ def mutate_bytes(text: str, cls: str, rng: random.Random, *, big: bool) -> tuple
         n = rng.choice([100_000, 2_000_000] if big else [100_000, 300_000])
         junk = rng.choice(["#" + "x" * n + "\n", "x" * n + "\n", "," * n + "\n"])
         return FileSpec(content=data + _b(junk)), f"a line of {n} characters appended", False
-    if cls == "oversized-file":
-        n = rng.choice([80, 200] if big else [80]) * 2**20
-        return FileSpec(content=data + b"#" + b"x" * n + b"\n"), f"{n >> 20} MiB of comment appended", True
+    if cls == "oversized-file":  # over every limit (16 MiB for TOML and JSON, 64 MiB for a CSV)
+        n = rng.choice([66, 200] if big else [66]) * 2**20
+        return FileSpec(content=data + b"#", pad=n), f"{n >> 20} MiB of NUL bytes appended", True
     raise ValueError(cls)
 
 
@@ -446,6 +455,8 @@ def fs_spec(cls: str, rng: random.Random) -> tuple[FileSpec, str]:
         return FileSpec(kind="absent"), "no such file"
     if cls == "symlink-loop":
         return FileSpec(kind="symlink", target="@SELF@"), "a symlink to itself"
+    if cls == "name-too-long":
+        return FileSpec(kind="long-name"), "a file name of 300 characters (the system allows 255)"
     raise ValueError(cls)
 
 
@@ -537,8 +548,8 @@ def _design_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
                             ("placement", "toml")])
     command = rng.choice(["evaluate", "certify"])
     spec, note, garbage, _ = _mutated(seeds.files[f"design-{kind}-{fmt}"], fmt, cls, rng, big)
-    if cls in ("delete-key", "empty-container"):
-        garbage = False  # a design file may give only some decisions
+    if cls in ("delete-key", "empty-container") or (cls == "empty-file" and fmt == "toml"):
+        garbage = False  # a design file may give only some decisions (an empty TOML file: none)
     name = NAMED[kind]
     path = f"{IN}/design.{fmt}"
     argv = [command, name, "--design", path]
@@ -882,6 +893,16 @@ def make_case(i: int, seed: int, seeds: Seeds, *, big: bool = True) -> Case:
     target, cls = COMBOS[i % len(COMBOS)]
     case = _MAKERS[target](rng, seeds, cls, big)
     case.input_class = f"{target}:{cls}"
+    for rel, spec in list(case.files.items()):
+        if spec.kind == "long-name":  # the argument names a file no file system holds
+            long = str(Path(rel).with_name("x" * 300 + Path(rel).suffix))
+            case.files[long] = FileSpec(kind="absent")
+            del case.files[rel]
+            case.argv = [a.replace(f"{IN}/{rel}", f"{IN}/{long}") for a in case.argv]
+            case.env = {k: v.replace(f"{IN}/{rel}", f"{IN}/{long}") for k, v in case.env.items()}
+            for other in case.files.values():
+                if other.kind == "bytes" and _b(f"{IN}/{rel}") in other.content:
+                    other.content = other.content.replace(_b(f"{IN}/{rel}"), _b(f"{IN}/{long}"))
     return case
 
 
@@ -905,6 +926,10 @@ def lay_out(case: Case, case_dir: Path) -> tuple[list[str], dict[str, str], set[
         if spec.kind == "bytes":
             p.write_bytes(_sub(spec.content.decode("utf-8", "surrogateescape"), case_dir).encode("utf-8", "surrogateescape")
                           if IN.encode() in spec.content or CASE.encode() in spec.content else spec.content)
+            if spec.pad:
+                os.truncate(p, p.stat().st_size + spec.pad)
+                with p.open("ab") as f:
+                    f.write(b"\n")
         elif spec.kind == "dir":
             p.mkdir(exist_ok=True)
         elif spec.kind == "fifo":
@@ -986,6 +1011,9 @@ def describe_file(spec: FileSpec, case_dir: Path) -> Any:
     if spec.kind != "bytes":
         return {spec.kind: True}
     data = spec.content
+    if spec.pad:
+        return {"head": data[:400].decode("utf-8", "replace"), "then": f"{spec.pad:,} NUL bytes and a newline",
+                "bytes": len(data) + spec.pad + 1}
     if len(data) <= 8192:
         try:
             return data.decode("utf-8")

@@ -94,7 +94,7 @@ def exit_code(s: Summary) -> int:
 @handles_errors
 def sweep_cmd(
     ctx: typer.Context,
-    spec: Annotated[Path, typer.Argument(help="the SPEC: instances, objectives, [grid] budgets, [substitute] (README)")],
+    spec: Annotated[Path, typer.Argument(help="the SPEC (TOML): instances, objectives, budgets per value, catalog substitutions (README: Sweeps)")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="output directory (default: <SPEC's stem>-sweep beside it)")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="local dask workers (default: one per core; 0: in this process, no dask)")] = None,
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="address of a running dask scheduler, e.g. tcp://10.0.0.5:8786")] = None,

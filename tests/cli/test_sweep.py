@@ -19,6 +19,7 @@ from sweep.dask_cluster import DaskCluster
 
 from codesign.cli.sweep import exit_code, progress_line
 from codesign.kinds.registry import load
+from codesign.model.calibration import shipped_path
 from codesign.proof.driver import solve
 from codesign.sweep.run import Summary, Tally
 
@@ -139,3 +140,16 @@ def test_the_progress_line_and_the_exit_codes():
     assert exit_code(Summary(**{**base, "failed": 1, "failures": [{"error_kind": "crash"}]})) == 1
     assert exit_code(Summary(**{**base, "failed": 1, "failures": [{"error_kind": "check"}]})) == 3
     assert exit_code(Summary(**{**base, "interrupted": True})) == 130
+
+
+def test_a_sweep_under_another_calibration(tmp_path, cli):
+    mine = tmp_path / "mine.toml"
+    mine.write_text(shipped_path().read_text() + "\n# a copy\n")
+    spec = write(tmp_path, 'instances = ["tiny-3d-llama8b"]\n')
+    r = cli("sweep", spec, "--workers", "0", "--calibration", mine, "--out", tmp_path / "out", "--json")
+    assert r.exit_code == 0, (r.stdout, r.stderr)
+    row = pq.read_table(tmp_path / "out" / "results.parquet").to_pylist()[0]
+    record = json.loads((tmp_path / "out" / row["record"]).read_text())
+    assert record["calibration"] == str(mine.resolve())
+    shipped = json.loads(cli("sweep", spec, "--workers", "0", "--out", tmp_path / "out", "--json").stdout)
+    assert (shipped["skipped"], shipped["solved"]) == (0, 1)  # another calibration: another point

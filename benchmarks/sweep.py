@@ -83,10 +83,16 @@ def swept(sweep, workers: int, directory: Path) -> dict:
         ex.close()
     stopped = time.perf_counter()
     entries = Store(directory).entries()
+    sizes = {"points_bytes": sum(f.stat().st_size for f in (directory / "points").rglob("*") if f.is_file()),
+             "files": sum(1 for f in (directory / "points").rglob("*") if f.is_file()),
+             "journal_bytes": (directory / "journal.jsonl").stat().st_size,
+             "parquet_bytes": (directory / "results.parquet").stat().st_size,
+             "csv_bytes": (directory / "results.csv").stat().st_size}
     results = {k: (e["status"], e.get("objective_value")) for k, e in entries.items()}
     assert summary.solved == len(sweep.points) and summary.failed == 0, summary.failures
     return {"wall_s": ended - started, "start_s": started - t0, "stop_s": stopped - ended, "noop_task_s": noop_s,
-            "solve_s_sum": sum(e["time_s"] for e in entries.values()), "results": results}
+            "solve_s_sum": sum(e["time_s"] for e in entries.values()), "save_s": summary.save_s, "disk": sizes,
+            "results": results}
 
 
 def agree(a: dict, b: dict) -> bool:
@@ -140,10 +146,12 @@ def main() -> int:
         "cluster_start_s": {"1 worker": med("1 worker", "start_s"), "2 workers": med("2 workers", "start_s")},
         "cluster_stop_s": {"1 worker": med("1 worker", "stop_s"), "2 workers": med("2 workers", "stop_s")},
         "solve_s_per_point": med("in process", "solve_s_sum") / n,
+        "save_s_per_point": med("in process", "save_s") / n,
         "noop_task_s": {"1 worker": med("1 worker", "noop_task_s"), "2 workers": med("2 workers", "noop_task_s")},
         "overhead_per_point_s": {"in process": (inproc - seq) / n, "1 worker": (one - seq) / n},
         "speedup_2_over_1": one / two, "speedup_2_over_loop": seq / two,
         "points_per_worker_hour": n / one * 3600,
+        "disk_per_point_bytes": {k: v / n for k, v in next(r for r in runs if r["mode"] == "in process")["disk"].items()},
         "loadavg_range": [min(r["loadavg_before"] for r in runs), max(r["loadavg_after"] for r in runs)],
         "all_agree": ok,
     }

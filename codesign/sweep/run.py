@@ -70,6 +70,7 @@ class Summary:
     statuses: dict[str, int]
     interrupted: bool
     wall_s: float
+    save_s: float
     mode: str
     workers: int
     solver_threads: int | None
@@ -118,10 +119,13 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
         ticker = threading.Thread(target=tick, name="sweep-progress", daemon=True)
         ticker.start()
     last_tables = time.monotonic()
+    save_s = 0.0  # the client's time saving records and journal lines (a limit on a big cluster)
     try:
         for outcome in executor.map(jobs):
             point = by_key[outcome.job.key]
+            t_save = time.perf_counter()
             entry = store.put(point, outcome)
+            save_s += time.perf_counter() - t_save
             entries[point.id] = entry
             if entry["status"] == FAILED:
                 tally.failed += 1
@@ -140,13 +144,14 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
             ticker.join()
         store.write_tables(sweep, entries)
     statuses = Counter(e["status"] for e in entries.values())
+    workers = executor.workers if executor.mode != "cluster" else executor.worker_count()
     summary = Summary(
         spec=str(sweep.path), out=str(store.out), results={"parquet": str(store.parquet), "csv": str(store.csv)},
         points=len(sweep.points), skipped=tally.skipped, solved=tally.done, failed=tally.failed,
         invalid=tally.invalid, statuses=dict(sorted(statuses.items())), interrupted=interrupted,
-        wall_s=time.perf_counter() - t0, mode=executor.mode, workers=executor.workers if executor.mode != "cluster"
-        else executor.worker_count(), solver_threads=executor.solver_threads, scheduler=executor.address,
-        dashboard=executor.dashboard, failures=failures)
+        wall_s=time.perf_counter() - t0, save_s=save_s, mode=executor.mode, workers=workers,
+        solver_threads=executor.solver_threads, scheduler=executor.address, dashboard=executor.dashboard,
+        failures=failures)
     store.write_summary(summary.as_dict())
     return summary
 

@@ -134,7 +134,7 @@ def test_the_progress_line_and_the_exit_codes():
     line = progress_line(t)
     assert line.startswith("36/200 done (40 finished before), 1 failed, 2 running (2 workers), 3.7 points/s, ETA ")
     base = dict(spec="s", out="o", results={}, points=1, skipped=0, solved=1, failed=0, invalid=0, statuses={},
-                interrupted=False, wall_s=1.0, mode="process", workers=0, solver_threads=1, scheduler=None,
+                interrupted=False, wall_s=1.0, save_s=0.1, mode="process", workers=0, solver_threads=1, scheduler=None,
                 dashboard=None, failures=[])
     assert exit_code(Summary(**base)) == 0
     assert exit_code(Summary(**{**base, "failed": 1, "failures": [{"error_kind": "crash"}]})) == 1

@@ -257,7 +257,19 @@ def mapping_section(ms: dict | None, full: dict | None, workers: dict | None) ->
                            f"{_points(max(r['brute_force']['points'] for r in tiny))} designs takes "
                            f"{_span([r['brute_force']['seconds'] for r in tiny])} s and "
                            + ("equals both solvers." if eq else "DIFFERS from a solver."))
-        out["MAPFULL_WHEN"] = _when(full, "mapping_solve.json")
+        loads = [x["loadavg_at_start"] for r in rows for s in r["solvers"].values() for x in s["runs"] if "loadavg_at_start" in x]
+        named_rows = [r for r in rows if r["series"] == "named"]
+        same = []
+        for r in named_rows:
+            sol = HERE.parent / "solutions" / f"{r['name']}.json"
+            if not sol.exists():
+                continue
+            want = json.loads(sol.read_text())["objective"]
+            got = [x["objective"] for s in r["solvers"].values() for x in s["runs"] if x["status"] == "optimal"]
+            same += [abs(g / want - 1) <= 2e-6 for g in got]
+        out["MAPFULL_OPTIMA"] = ("Its proven optima of the named instances are those stored in `solutions/`." if same and all(same)
+                                 else "Its optima predate later model and calibration changes (not those in `solutions/`).")
+        out["MAPFULL_WHEN"] = _when(full, "mapping_solve.json") + (f"; load average {_span(loads, '{:.1f}')}" if loads else "")
         out["MAPFULL_BULLETS"] = "\n".join(bullets)
     return out
 

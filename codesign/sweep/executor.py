@@ -111,7 +111,7 @@ class Executor:
         if self.mode == "local":
             self.cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                         host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                        silence_logs=logging.ERROR)
+                                        silence_logs=logging.CRITICAL)
             self.client = Client(self.cluster, set_as_default=False)
             self.client.register_plugin(IgnoreInterrupt())
         elif self.mode == "cluster":

@@ -1,5 +1,6 @@
 """Running a sweep: the SPEC's points that are not finished go to the executor, each outcome is
-saved as it arrives, and the tables are written at the end (also after Ctrl-C).
+saved as it arrives (on a few threads: a save waits on the disk), and the tables are written at the
+end (also after Ctrl-C, once every outcome received is saved).
 
 :func:`run_sweep` is what ``codesign sweep`` calls; it returns a :class:`Summary` (also written to
 ``DIR/sweep.json``). Progress is reported through a callback receiving a :class:`Tally` about once
@@ -13,17 +14,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from codesign import __version__
 from codesign.sweep.executor import Executor
+from codesign.sweep.job import Outcome
 from codesign.sweep.spec import Point, Sweep
 from codesign.sweep.store import FAILED, INVALID, TABLES_EVERY_S, Store, invalid_entry
 
 #: seconds between two progress reports
 TICK_S = 1.0
+#: threads saving outcomes: a save waits on two fsyncs (the record, its ledger), so several overlap
+SAVERS = 8
 
 
 @dataclass
@@ -57,7 +62,8 @@ class Tally:
 
 @dataclass
 class Summary:
-    """What a run did (``sweep --json`` prints it; ``DIR/sweep.json`` keeps it)."""
+    """What a run did (``sweep --json`` prints it; ``DIR/sweep.json`` keeps it). ``save_s`` is
+    the time spent saving outcomes, summed over the saving threads."""
 
     spec: str
     out: str
@@ -81,6 +87,47 @@ class Summary:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+class _Saver:
+    """Saves outcomes (:meth:`Store.put`) on :data:`SAVERS` threads, so the client keeps up with a
+    large cluster; the caller takes the saved entries back with :meth:`collect`."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.pool = ThreadPoolExecutor(SAVERS, thread_name_prefix="sweep-save")
+        self.pending: dict[Future, tuple[Point, Outcome]] = {}
+        self.seconds = 0.0  # summed over the threads
+
+    def _put(self, point: Point, outcome: Outcome) -> tuple[dict[str, Any], float]:
+        t0 = time.perf_counter()
+        entry = self.store.put(point, outcome)
+        return entry, time.perf_counter() - t0
+
+    def submit(self, point: Point, outcome: Outcome) -> None:
+        self.pending[self.pool.submit(self._put, point, outcome)] = (point, outcome)
+
+    def collect(self, *, block: bool = False) -> list[tuple[Point, Outcome, dict[str, Any]]]:
+        """The saves that ended (``block``: all of them; else, when too many are queued, at least
+        one). A save that failed (a full disk) raises here."""
+        if not self.pending:
+            return []
+        if block:
+            ended, _ = wait(self.pending, return_when=ALL_COMPLETED)
+        elif len(self.pending) > 4 * SAVERS:
+            ended, _ = wait(self.pending, return_when=FIRST_COMPLETED)
+        else:
+            ended = {f for f in self.pending if f.done()}
+        out = []
+        for f in ended:
+            point, outcome = self.pending.pop(f)
+            entry, seconds = f.result()
+            self.seconds += seconds
+            out.append((point, outcome, entry))
+        return out
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
 
 
 def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
@@ -119,13 +166,10 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
         ticker = threading.Thread(target=tick, name="sweep-progress", daemon=True)
         ticker.start()
     last_tables = time.monotonic()
-    save_s = 0.0  # the client's time saving records and journal lines (a limit on a big cluster)
-    try:
-        for outcome in executor.map(jobs):
-            point = by_key[outcome.job.key]
-            t_save = time.perf_counter()
-            entry = store.put(point, outcome)
-            save_s += time.perf_counter() - t_save
+    saver = _Saver(store)
+
+    def account(saved: list[tuple[Point, Outcome, dict[str, Any]]]) -> None:
+        for point, outcome, entry in saved:
             entries[point.id] = entry
             if entry["status"] == FAILED:
                 tally.failed += 1
@@ -133,15 +177,24 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
                                  "error_kind": outcome.error_kind, "error": outcome.error})
             else:
                 tally.done += 1
+
+    try:
+        for outcome in executor.map(jobs):
+            saver.submit(by_key[outcome.job.key], outcome)
+            account(saver.collect())
             if time.monotonic() - last_tables >= TABLES_EVERY_S:
                 store.write_tables(sweep, entries)
                 last_tables = time.monotonic()
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        stop.set()
-        if ticker is not None:
-            ticker.join()
+        try:
+            account(saver.collect(block=True))  # what finished is saved before anything stops
+        finally:
+            saver.close()
+            stop.set()
+            if ticker is not None:
+                ticker.join()
         store.write_tables(sweep, entries)
     statuses = Counter(e["status"] for e in entries.values())
     workers = executor.workers if executor.mode != "cluster" else executor.worker_count()
@@ -149,7 +202,7 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
         spec=str(sweep.path), out=str(store.out), results={"parquet": str(store.parquet), "csv": str(store.csv)},
         points=len(sweep.points), skipped=tally.skipped, solved=tally.done, failed=tally.failed,
         invalid=tally.invalid, statuses=dict(sorted(statuses.items())), interrupted=interrupted,
-        wall_s=time.perf_counter() - t0, save_s=save_s, mode=executor.mode, workers=workers,
+        wall_s=time.perf_counter() - t0, save_s=saver.seconds, mode=executor.mode, workers=workers,
         solver_threads=executor.solver_threads, scheduler=executor.address, dashboard=executor.dashboard,
         failures=failures)
     store.write_summary(summary.as_dict())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ class Store:
         self.parquet = self.out / "results.parquet"
         self.csv = self.out / "results.csv"
         self.summary = self.out / "sweep.json"
+        self._journal_lock = threading.Lock()  # (outcomes are saved on several threads)
 
     def point_dir(self, point: Point) -> Path:
         return self.out / "points" / point.id
@@ -106,7 +108,9 @@ class Store:
 
     # --- writing -------------------------------------------------------------------------------------
     def put(self, point: Point, outcome: Outcome) -> dict[str, Any]:
-        """Save a point's outcome: its record (when it has a result) and its journal line."""
+        """Save a point's outcome: its record (when it has a result) and its journal line, in this
+        order (a crash between the two leaves a record that :meth:`finished` reads back). Safe
+        from several threads (points have directories of their own; the journal is locked)."""
         if outcome.ok and outcome.record is not None:
             sol = records.Solution.model_validate(outcome.record)
             path, _ = records.save(sol, self.point_dir(point), replace=True)
@@ -122,7 +126,7 @@ class Store:
         """One journal line (after a torn last line, as a killed run leaves, on a line of its own)."""
         self.out.mkdir(parents=True, exist_ok=True)
         line = json.dumps(entry, separators=(",", ":")) + "\n"
-        with self.journal.open("a+b") as f:
+        with self._journal_lock, self.journal.open("a+b") as f:
             if f.tell() and (f.seek(-1, 2), f.read(1))[1] != b"\n":
                 line = "\n" + line
             f.write(line.encode("utf-8"))

@@ -1,11 +1,17 @@
-"""A 240-point sweep solved four ways: each point's solve by the driver in a plain loop, the sweep
-in this process (``--workers 0``), on a local dask cluster of 1 worker and of 2 workers.
+"""Two 240-point sweeps, each solved four ways: each point's solve by the driver in a plain loop,
+the sweep in this process (``--workers 0``), on a local dask cluster of 1 worker and of 2 workers.
 
 Every point is a proven solve through :func:`codesign.proof.driver.solve`; every way must give
-every point the same status and objective (to 1e-9 relative), or the script exits 1. The SPEC
-(written beside the results) crosses three 3D-stacked instances with two objectives, ten power
-budgets and four clock caps; every solve gets one solver thread, so the speed-up is that of
-solving points side by side, not of a solver's threads.
+every point the same status and objective (to 1e-9 relative), or the script exits 1. The SPECs
+(kept in the results):
+
+- ``3d``: three 3D-stacked instances x two objectives x ten power budgets x four clock caps;
+- ``catalog``: a slice of a catalog study, ``dgx-llama70b-chip-choice`` with six catalog chips x
+  five models x two objectives x four system power budgets (a quarter infeasible, most of those
+  proved so by the presolve): the points the docs' 10^5-point estimate is made of.
+
+Every solve gets one solver thread, so the speed-up is that of solving points side by side, not of
+a solver's threads.
 
 Measured per run: the wall time of the sweep (the cluster's start and stop are timed apart), the
 1-minute load average before and after (other jobs share the cores), and on a cluster the time of
@@ -26,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,7 +47,8 @@ from codesign.sweep.spec import load_sweep
 from codesign.sweep.store import Store
 
 OUT = RESULTS / "sweep.json"
-SPEC = """\
+SPECS = {
+    "3d": """\
 instances = ["tiny-3d-llama8b", "small-3d-llama8b", "deepstack-llama70b-decode"]
 objectives = ["tokens_per_s", "energy_per_token_J"]
 threads = 1
@@ -48,7 +56,21 @@ threads = 1
 [grid]
 "power_W <=" = [40, 50, 60, 70, 80, 90, 100, 120, 140, 160]
 "clock_GHz <=" = [1.2, 1.5, 2.0, 2.5]
-"""
+""",
+    "catalog": """\
+instances = ["dgx-llama70b-chip-choice"]
+objectives = ["tokens_per_s", "energy_per_token_J"]
+threads = 1
+
+[grid]
+"system_power_W <=" = [4000, 6000, 8000, 10000]
+
+[substitute]
+chip = ["a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "mi300x", "l40s"]
+workload = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "mixtral-8x7b", "qwen3-235b-a22b"]
+""",
+}
+MODES = (("loop", None), ("in process", 0), ("1 worker", 1), ("2 workers", 2))
 RTOL = 1e-9
 #: empty tasks timed on each cluster after its sweep: dask's own cost per task
 NOOP_TASKS = 2000
@@ -80,6 +102,7 @@ def swept(sweep, workers: int, directory: Path) -> dict:
             ex.client.gather(ex.client.map(abs, range(NOOP_TASKS), pure=False))
             noop_s = (time.perf_counter() - t1) / NOOP_TASKS
     finally:
+        closing = time.perf_counter()
         ex.close()
     stopped = time.perf_counter()
     entries = Store(directory).entries()
@@ -90,7 +113,8 @@ def swept(sweep, workers: int, directory: Path) -> dict:
              "csv_bytes": (directory / "results.csv").stat().st_size}
     results = {k: (e["status"], e.get("objective_value")) for k, e in entries.items()}
     assert summary.solved == len(sweep.points) and summary.failed == 0, summary.failures
-    return {"wall_s": ended - started, "start_s": started - t0, "stop_s": stopped - ended, "noop_task_s": noop_s,
+    return {"wall_s": ended - started, "start_s": started - t0, "stop_s": stopped - closing, "noop_task_s": noop_s,
+            "statuses": list(results.values()),
             "solve_s_sum": sum(e["time_s"] for e in entries.values()), "save_s": summary.save_s, "disk": sizes,
             "results": results}
 
@@ -103,28 +127,20 @@ def agree(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="codesign-sweep-bench-"))
-    spec = work / "spec.toml"
-    spec.write_text(SPEC)
-    sweep = load_sweep(spec)
-    n = len(sweep.points)
+def measure(name: str, sweep, work: Path, repeats: int) -> tuple[list[dict], bool]:
+    """Every mode ``repeats`` times, interleaved; whether every run gave the same results."""
     runs: list[dict] = []
     reference = None
     ok = True
-    t_all = time.perf_counter()
-    for rep in range(args.repeats):
-        for mode, workers in (("loop", None), ("in process", 0), ("1 worker", 1), ("2 workers", 2)):
+    n = len(sweep.points)
+    for rep in range(repeats):
+        for mode, workers in MODES:
             before = load()
             if workers is None:
                 wall, results = loop(sweep)
                 run = {"wall_s": wall, "results": results}
             else:
-                run = swept(sweep, workers, work / f"out-{workers}")
+                run = swept(sweep, workers, work / f"out-{name}-{workers}")
             results = run.pop("results")
             reference = reference or results
             same = agree(reference, results)
@@ -132,15 +148,20 @@ def main() -> int:
             run.update({"mode": mode, "workers": workers, "repeat": rep, "loadavg_before": before,
                         "loadavg_after": load(), "agrees": same})
             runs.append(run)
-            print(f"{mode:>10}: {run['wall_s']:.2f} s for {n} points (load {before:.2f} -> {run['loadavg_after']:.2f})"
-                  f"{'' if same else '  RESULTS DIFFER'}", flush=True)
-    shutil.rmtree(work, ignore_errors=True)
+            print(f"{name:>8} {mode:>10}: {run['wall_s']:.2f} s for {n} points (load {before:.2f} -> "
+                  f"{run['loadavg_after']:.2f}){'' if same else '  RESULTS DIFFER'}", flush=True)
+    return runs, ok
+
+
+def summarise(sweep, runs: list[dict], ok: bool) -> dict:
+    n = len(sweep.points)
 
     def med(mode: str, key: str = "wall_s") -> float:
         return statistics.median(r[key] for r in runs if r["mode"] == mode)
 
     seq, inproc, one, two = med("loop"), med("in process"), med("1 worker"), med("2 workers")
-    summary = {
+    first = next(r for r in runs if r["mode"] == "in process")
+    return {
         "points": n, "solver_threads": sweep.file.threads, "cores": cores(),
         "loop_s": seq, "in_process_s": inproc, "one_worker_s": one, "two_workers_s": two,
         "cluster_start_s": {"1 worker": med("1 worker", "start_s"), "2 workers": med("2 workers", "start_s")},
@@ -148,19 +169,48 @@ def main() -> int:
         "solve_s_per_point": med("in process", "solve_s_sum") / n,
         "save_s_per_point": med("in process", "save_s") / n,
         "noop_task_s": {"1 worker": med("1 worker", "noop_task_s"), "2 workers": med("2 workers", "noop_task_s")},
-        "overhead_per_point_s": {"in process": (inproc - seq) / n, "1 worker": (one - seq) / n},
+        "overhead_per_point_s": {"in process": (inproc - seq) / n, "1 worker": (one - seq) / n,
+                                 "2 workers": (2 * two - seq) / n},
         "speedup_2_over_1": one / two, "speedup_2_over_loop": seq / two,
         "points_per_worker_hour": n / one * 3600,
-        "disk_per_point_bytes": {k: v / n for k, v in next(r for r in runs if r["mode"] == "in process")["disk"].items()},
+        "statuses": dict(sorted(Counter(s for s, _ in first["statuses"]).items())),
+        "disk_per_point_bytes": {k: v / n for k, v in first["disk"].items()},
         "loadavg_range": [min(r["loadavg_before"] for r in runs), max(r["loadavg_after"] for r in runs)],
         "all_agree": ok,
     }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--only", choices=list(SPECS), help="one of the sweeps")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="codesign-sweep-bench-"))
+    t_all = time.perf_counter()
     out = {"machine": machine(), "command": "python benchmarks/sweep.py " + " ".join(sys.argv[1:]),
-           "spec": SPEC, "repeats": args.repeats, "summary": summary, "runs": runs,
-           "wall_s": time.perf_counter() - t_all}
+           "repeats": args.repeats, "sweeps": {}}
+    ok = True
+    try:
+        for name, text in SPECS.items():
+            if args.only and name != args.only:
+                continue
+            spec = work / f"{name}.toml"
+            spec.write_text(text)
+            sweep = load_sweep(spec)
+            runs, same = measure(name, sweep, work, args.repeats)
+            ok = ok and same
+            summary = summarise(sweep, runs, same)
+            for r in runs:
+                r.pop("statuses", None)
+            out["sweeps"][name] = {"spec": text, "summary": summary, "runs": runs}
+            print(f"{name}: speed-up 2 workers / 1 worker {summary['speedup_2_over_1']:.2f}x; overhead per point "
+                  f"on 1 worker {1e3 * summary['overhead_per_point_s']['1 worker']:.1f} ms", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["wall_s"] = time.perf_counter() - t_all
     write_json_atomic(args.out, out)
-    print(f"speed-up 2 workers / 1 worker: {summary['speedup_2_over_1']:.2f}x; overhead per point on dask: "
-          f"{1e3 * summary['overhead_per_point_s']['1 worker']:.1f} ms; wrote {args.out}")
+    print(f"wrote {args.out}")
     return 0 if ok else 1
 
 

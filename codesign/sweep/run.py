@@ -165,7 +165,7 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
 
         ticker = threading.Thread(target=tick, name="sweep-progress", daemon=True)
         ticker.start()
-    last_tables = time.monotonic()
+    last_tables, every = time.monotonic(), TABLES_EVERY_S
     saver = _Saver(store)
 
     def account(saved: list[tuple[Point, Outcome, dict[str, Any]]]) -> None:
@@ -182,9 +182,11 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
         for outcome in executor.map(jobs):
             saver.submit(by_key[outcome.job.key], outcome)
             account(saver.collect())
-            if time.monotonic() - last_tables >= TABLES_EVERY_S:
+            if time.monotonic() - last_tables >= every:
+                t_tables = time.monotonic()
                 store.write_tables(sweep, entries)
                 last_tables = time.monotonic()
+                every = max(TABLES_EVERY_S, 10 * (last_tables - t_tables))  # at most a tenth of the time
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -14,7 +14,8 @@ journal line, as a crash between the two leaves, is read back from the record). 
 finished points; failed ones (an error, a worker lost too often, Ctrl-C during the solve) run
 again. Every file is written atomically or appended line by line, so Ctrl-C or a killed process
 loses at most the points that were running. The tables are rewritten from the journal at the end
-of a run (and every :data:`TABLES_EVERY_S` seconds during it).
+of a run (and during it every :data:`TABLES_EVERY_S` seconds, or ten times as long as the last
+rewrite took: 10^5 rows take about 5 s).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ median of the repeats is reported.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import statistics
 import sys
@@ -119,6 +120,24 @@ def swept(sweep, workers: int, directory: Path) -> dict:
             "results": results}
 
 
+def tables_at_scale(sweep, directory: Path, rows: int = 100_000) -> dict:
+    """The time to write the results tables of a ``rows``-point study: the sweep's finished entries
+    repeated under other ids (the client rewrites the tables during a long run)."""
+    entries = Store(directory).entries()
+    points, big = [], {}
+    for i in range(rows):
+        p = sweep.points[i % len(sweep.points)]
+        q = dataclasses.replace(p, id=f"{p.id}-{i}")
+        points.append(q)
+        big[q.id] = {**entries[p.id], "point": q.id}
+    scaled = dataclasses.replace(sweep, points=points)
+    store = Store(directory / "scale")
+    t0 = time.perf_counter()
+    store.write_tables(scaled, big)
+    return {"rows": rows, "seconds": time.perf_counter() - t0, "parquet_bytes": store.parquet.stat().st_size,
+            "csv_bytes": store.csv.stat().st_size}
+
+
 def agree(a: dict, b: dict) -> bool:
     def same(x, y):
         return x[0] == y[0] and (x[1] == y[1] or (x[1] is not None and y[1] is not None
@@ -201,6 +220,7 @@ def main() -> int:
             runs, same = measure(name, sweep, work, args.repeats)
             ok = ok and same
             summary = summarise(sweep, runs, same)
+            summary["tables_at_scale"] = tables_at_scale(sweep, work / f"out-{name}-0")
             for r in runs:
                 r.pop("statuses", None)
             out["sweeps"][name] = {"spec": text, "summary": summary, "runs": runs}

@@ -15,7 +15,7 @@ finished points; failed ones (an error, a worker lost too often, Ctrl-C during t
 again. Every file is written atomically or appended line by line, so Ctrl-C or a killed process
 loses at most the points that were running. The tables are rewritten from the journal at the end
 of a run (and during it every :data:`TABLES_EVERY_S` seconds, or ten times as long as the last
-rewrite took: 10^5 rows take about 5 s).
+rewrite took; BENCHMARKS.md §6 times 10^5 rows).
 """
 
 from __future__ import annotations

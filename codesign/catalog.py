@@ -45,6 +45,9 @@ GiB_PER_Gb = 1 / BITS_PER_BYTE  # binary die density (Gb) -> binary capacity (Gi
 J_PER_PJ = 1e-12
 S_PER_NS = 1e-9
 
+#: the physical range of a chip's peak (TFLOPS): its reciprocal, a time per FLOP, stays a normal number
+MIN_PEAK_TFLOPS, MAX_PEAK_TFLOPS = 1e-3, 1e6
+
 # Tolerance for checking that appliance tiers add up to the quoted pooled capacity.
 CAPACITY_SUM_REL_TOL = 1e-9
 
@@ -147,8 +150,9 @@ class Chip(CatalogEntry):
                     f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
                     + (f" ({hint})" if hint else "")
                 )
-            if not (tflops > 0 and math.isfinite(tflops)):
-                raise ValueError(f"{precision}: peak must be a positive number of TFLOPS")
+            if not (MIN_PEAK_TFLOPS <= tflops <= MAX_PEAK_TFLOPS):
+                raise ValueError(f"{precision}: peak must be {MIN_PEAK_TFLOPS:g} to {MAX_PEAK_TFLOPS:g} TFLOPS "
+                                 "(1 GFLOP/s to 1 EFLOP/s)")
         return value
 
     @field_validator("assumptions")

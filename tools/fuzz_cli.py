@@ -415,7 +415,8 @@ def mutate_bytes(text: str, cls: str, rng: random.Random, *, big: bool) -> tuple
         if how == "utf-32":
             return FileSpec(content=text.encode("utf-32")), "UTF-32", True
         if how == "latin-1":
-            return FileSpec(content=data.replace(b"a", b"\xe9", 3)), "latin-1 bytes (0xe9) in place of 'a'", True
+            i = rng.randrange(len(data) + 1)
+            return FileSpec(content=data[:i] + b"caf\xe9 " + data[i:]), f"latin-1 text ('caf\\xe9') at byte {i}", True
         if how == "random":
             return FileSpec(content=bytes(rng.randrange(256) for _ in range(rng.choice([16, 2048])))), "random bytes", True
         if how == "nul":
@@ -511,7 +512,7 @@ def _instance_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Cas
         case.argv = ["instances", *rng.choice([[], ["--json"]])]
         case.env = {"CODESIGN_INSTANCES": f"{IN}/named"}
         case.in_process = False
-        case.garbage = garbage and cls != "missing-file"  # no file: no instance, an empty list
+        case.garbage = garbage and cls not in ("missing-file", "name-too-long")  # no file: an empty list
         return case
     case.argv, case.allowed = instance_argv(command, f"{IN}/{target}", rng)
     return case
@@ -633,6 +634,8 @@ def _csv_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
         spec = FileSpec(content=content)
     else:
         spec, note, garbage, _ = _mutated(seeds.files["csv"], "csv", cls, rng, big)
+        if note.startswith("NUL bytes"):
+            garbage = False  # a NUL is a character of its field: that row is malformed, the others count
     argv, allowed = _csv_argv(command, f"{IN}/m.csv", None, rng)
     return Case(cls, command, argv, {"m.csv": spec}, allowed, garbage=garbage, note=f"measurements CSV: {note}")
 

@@ -67,8 +67,11 @@ __all__ = [
     "weight_bytes",
 ]
 
-PositiveInt = Annotated[StrictInt, Field(gt=0)]
-NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+#: the largest model dimension a workload file may give (2**20: the largest real ones are ~2**18, a
+#: vocabulary; a layer's parameters, d**2 x layers, then stay well inside 64-bit integers)
+MAX_DIMENSION = 2**20
+PositiveInt = Annotated[StrictInt, Field(gt=0, le=MAX_DIMENSION)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=MAX_DIMENSION)]
 
 #: A scalar or a numpy array of any shape; every cost function broadcasts over its numeric arguments.
 ArrayLike = float | int | npt.NDArray[Any]

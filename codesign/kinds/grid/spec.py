@@ -27,7 +27,7 @@ from pydantic import Field, model_validator
 from codesign.errors import InputError, did_you_mean
 from codesign.model.budgets import defined_budgets, parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
-from codesign.model.hardware import check_hardware_references
+from codesign.model.hardware import check_hardware_references, load_family
 from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
 from codesign.paths import instances_dir
@@ -65,6 +65,17 @@ HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
 
 TIERS = ("local", "pooled")
 
+#: physical ranges of the 3D family's hardware decisions: beyond them the model's formulas leave
+#: their domain (a subnormal area or buffer has no peak, its reciprocal overflows). The clock's
+#: range is the family's V/f curve (a clock off the curve has no voltage): checked with the family
+HARDWARE_RANGES: dict[str, tuple[float, float, str]] = {
+    "dram_layers": (1, 1024, "DRAM dies in one stack"),
+    "tsv_count": (1, 10**9, "vertical connections"),
+    "tsv_pitch_um": (0.1, 1000.0, "um between vertical connections (hybrid bonds ~1 um, C4 bumps ~150 um)"),
+    "compute_area_mm2": (0.01, 50_000.0, "mm2 of logic (a whole wafer is ~46,000 mm2)"),
+    "sram_MiB": (1 / 1024, 2.0**20, "MiB of on-die buffer (1 KiB to 1 TiB)"),
+}
+
 
 #: a workload's name: it prefixes its decisions (``llama8b.tp``) and its metrics in budgets
 #: (``llama8b.tpot_s``, read as a Python name), so an identifier
@@ -82,7 +93,8 @@ class WorkloadSpec(Strict):
     phase: Literal["prefill", "decode", "both"] = "decode"
     input_tokens: int = Field(gt=0)
     output_tokens: int = Field(gt=0)
-    weight: float = Field(default=1.0, gt=0, description="share of this workload in the token mix")
+    weight: float = Field(default=1.0, ge=1e-9, le=1e9, description="share of this workload in the token mix "
+                          "(relative: 1e-9 to 1e9, where a product with a step time stays a normal number)")
     tpot_slo_ms: float | None = Field(default=None, gt=0)
     ttft_slo_ms: float | None = Field(default=None, gt=0)
     #: the serving engine's budget of tokens per iteration (TensorRT-LLM's ``max_num_tokens``): a
@@ -134,6 +146,12 @@ def check_decisions(spec: InstanceFile, path: Path | None) -> None:
             bad = _domain_problem(dom, known[key])
             if bad:
                 raise InputError(bad[0], file=path, key=f"{where}.{key}", value=bad[1])
+            if key in HARDWARE_RANGES and where == "hardware.decisions":
+                lo, hi, what = HARDWARE_RANGES[key]
+                for x in dom:
+                    if not lo <= x <= hi:
+                        raise InputError("out of its physical range", file=path, key=f"{where}.{key}", value=x,
+                                         expected=f"{lo:g} to {hi:g} {what}")
             if key in ("weights_tier", "kv_tier"):
                 for x in dom:
                     if x not in TIERS:
@@ -363,11 +381,12 @@ class Instance:
 
 
 def flatten_design(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"llama": {"tp": 8}}`` -> ``{"llama.tp": 8}``."""
+    """``{"llama": {"tp": 8}}`` -> ``{"llama.tp": 8}``; an empty table stays a value (``tp = {}``
+    is a value of the wrong type, not nothing)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) and v:
             out.update(flatten_design(v, key + "."))
         else:
             out[key] = v
@@ -462,6 +481,14 @@ def _check_references(inst: Instance, path: Path) -> None:
                 suggestion=exc.suggestion,
             ) from None
     check_hardware_references(inst, path)
+    if inst.hardware.family == "stacked-3d":
+        curve = load_family(inst.hardware.stack).compute.vf_curve_GHz
+        for clock in inst.hardware.decisions.get("clock_GHz", []):
+            if not min(curve) <= clock <= max(curve):
+                raise InputError("a clock off the 3D family's V/f curve: the model has no voltage for it", file=path,
+                                 key="hardware.decisions.clock_GHz", value=clock,
+                                 expected=f"{min(curve):g} to {max(curve):g} GHz ({inst.hardware.stack}'s "
+                                          "compute.vf_curve_GHz)")
 
 
 def parse_design(

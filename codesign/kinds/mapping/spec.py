@@ -32,6 +32,11 @@ TIER_KINDS = ("local", "host", "pool")
 
 Objective = Literal["tokens_per_s", "energy_per_token_J"]
 
+#: physical ranges of a device's memory: at least a byte, at most a PiB (a GPU holds ~0.1-0.3 TiB);
+#: 1 MB/s to 10 PB/s (HBM3E: ~5 TB/s). Beyond them a time or a count overflows or underflows
+MIN_CAPACITY_GiB, MAX_CAPACITY_GiB = 2.0**-30, 2.0**20
+MIN_BANDWIDTH_GBps, MAX_BANDWIDTH_GBps = 1e-3, 1e7
+
 
 class WorkloadPart(Strict):
     """The served model and the decode scenario the mapping is optimised for."""
@@ -56,10 +61,10 @@ class DeviceGroup(Strict):
     #: optical ports to the appliance (each attaches to one module); 0 = not attached
     pool_ports: int = Field(default=0, ge=0)
     #: host (CPU) memory reachable over the host link, per device; 0 = no host tier
-    host_capacity_GiB: float = Field(default=0.0, ge=0)
+    host_capacity_GiB: float = Field(default=0.0, ge=0, le=MAX_CAPACITY_GiB)
     #: overrides of the chip's local memory (e.g. a 3D-stacked variant); cite them in `notes`
-    memory_capacity_GiB: float | None = Field(default=None, gt=0)
-    memory_bandwidth_GBps: float | None = Field(default=None, gt=0)
+    memory_capacity_GiB: float | None = Field(default=None, ge=MIN_CAPACITY_GiB, le=MAX_CAPACITY_GiB)
+    memory_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
     notes: str = ""
 
 
@@ -74,7 +79,7 @@ class AppliancePart(Strict):
     max_devices_per_module: PositiveInt | None = None
     #: the paper's assumption: every device reaches the pool at this bandwidth, whatever its
     #: ports; module-port and switch limits are then not applied (CelestiSim's 26,800 GB/s)
-    assumed_device_bandwidth_GBps: float | None = Field(default=None, gt=0)
+    assumed_device_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
 
 
 class TiersPart(Strict):

@@ -11,14 +11,22 @@ Files live in ``instances/mapping/`` next to the mapping instances and are addre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.kinds.mapping.spec import FamilyInstance, family_path, list_mapping_instances
+from codesign.kinds.mapping.spec import (
+    FamilyInstance,
+    MAX_BANDWIDTH_GBps,
+    MAX_CAPACITY_GiB,
+    MIN_BANDWIDTH_GBps,
+    MIN_CAPACITY_GiB,
+    family_path,
+    list_mapping_instances,
+)
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.routing import zipf_weights
 from codesign.model.units import Precision
@@ -51,20 +59,26 @@ class DevicesPart(Strict):
     domain_size: PositiveInt | None = None
     #: attention tensor-parallel group size t (t divides count); 1 = data-parallel attention
     tp: PositiveInt = 1
-    memory_capacity_GiB: float | None = Field(default=None, gt=0)
-    memory_bandwidth_GBps: float | None = Field(default=None, gt=0)
+    memory_capacity_GiB: float | None = Field(default=None, ge=MIN_CAPACITY_GiB, le=MAX_CAPACITY_GiB)
+    memory_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
     notes: str = ""
+
+
+#: a Zipf exponent above this puts every token on one expert (256^-50 ~ 1e-120) and underflows
+MAX_ZIPF_EXPONENT = 50.0
+#: the most one explicit routing weight may be (relative weights: their sum stays finite)
+MAX_ROUTING_WEIGHT = 1e12
 
 
 class RoutingPart(Strict):
     """Per-expert routing frequency profile (the same in every MoE layer)."""
 
     profile: Literal["uniform", "zipf", "weights"] = "uniform"
-    zipf_exponent: float = Field(default=1.0, ge=0)
+    zipf_exponent: float = Field(default=1.0, ge=0, le=MAX_ZIPF_EXPONENT)
     #: histogram the Zipf profile into this many frequency levels (classes of equal experts)
     levels: PositiveInt | None = None
     #: explicit relative weights, one per expert (profile = "weights")
-    weights: list[float] | None = None
+    weights: list[Annotated[float, Field(le=MAX_ROUTING_WEIGHT)]] | None = None
     #: where the profile comes from, or the assumption it encodes
     source: str = ""
 

@@ -412,3 +412,12 @@ def test_a_catalog_id_no_file_can_have_is_unknown(tmp_path: Path, old: str, new:
     # Path.is_file raised "File name too long" (and ValueError on a NUL) before it said "unknown"
     e = load_error(broken(tmp_path, old, new))
     assert e.key == key and "unknown" in e.message
+
+
+def test_an_empty_table_for_a_decision_is_a_value_of_the_wrong_type() -> None:
+    # --set kv_tier={} once flattened to nothing: the baseline, exit 0
+    with pytest.raises(InputError, match="not a name") as info:
+        parse_design(load_instance("tiny-3d-llama8b"), {"kv_tier": {}}, source="--set")
+    assert info.value.key == "kv_tier"
+    with pytest.raises(InputError, match="not an integer"):
+        parse_design(load_instance("tiny-3d-llama8b"), {"tp": {}}, source="--set")

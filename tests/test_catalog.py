@@ -426,3 +426,12 @@ def test_the_family_of_a_name_no_file_can_have_is_its_own() -> None:
     assert catalog.chip_family("x" * 300) == "x" * 300  # Path.is_file raised "File name too long"
     assert catalog.chip_family("a\x00b") == "a\x00b"
     assert catalog.chip_family("h100-sxm") == "hopper"
+
+
+def test_a_chip_peak_out_of_its_physical_range_is_refused(tmp_path: Path) -> None:
+    # a subnormal peak made an infinite time per FLOP: an IndexError building the MIP
+    text = (catalog_dir("chips") / "h100-sxm.toml").read_text().replace("fp8 = 1978.9", "fp8 = 5e-324")
+    (tmp_path / "chip.toml").write_text(text)
+    with pytest.raises(InputError, match="1 GFLOP/s to 1 EFLOP/s") as exc:
+        load_chip(str(tmp_path / "chip.toml"))
+    assert exc.value.key == "peak_dense_TFLOPS"

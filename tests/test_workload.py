@@ -640,3 +640,20 @@ def test_fp8_checkpoints_read_the_lm_head_in_16_bit_every_decode_step():
     assert c.bytes_w_embed_head == pytest.approx(1_050_673_152 + 4096 * 2)
     plain = step_costs(w, batch=1, new_tokens=1, context=0, weight_bytes_per_param=1.0, kv_bytes_per_element=1.0)
     assert plain.bytes_w_embed_head == pytest.approx(1_050_673_152 / 2 + 4096)  # default: the weights' bytes
+
+
+@pytest.mark.parametrize("key", ["hidden_size", "vocab_size", "num_layers"])
+def test_a_model_dimension_beyond_2_to_the_20_is_refused(tmp_path: Path, key: str) -> None:
+    # hidden_size = 2**62 overflowed a 64-bit integer in the parameter counts (OverflowError)
+    text = (Path(__file__).resolve().parent.parent / "instances/catalog/workloads/llama-3.1-8b.toml").read_text()
+    lines = [f"{key} = {2**62}" if line.startswith(f"{key} ") else line for line in text.splitlines()]
+    (tmp_path / "w.toml").write_text("\n".join(lines))
+    with pytest.raises(InputError) as exc:
+        load_workload(str(tmp_path / "w.toml"))
+    assert exc.value.key == key
+
+
+def test_a_workload_id_no_file_can_have_is_unknown() -> None:
+    for name in ("x" * 300, "a\x00b"):  # Path.is_file raised "File name too long" / ValueError
+        with pytest.raises(InputError, match="unknown workload"):
+            load_workload(name)

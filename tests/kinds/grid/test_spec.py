@@ -421,3 +421,25 @@ def test_an_empty_table_for_a_decision_is_a_value_of_the_wrong_type() -> None:
     assert info.value.key == "kv_tier"
     with pytest.raises(InputError, match="not an integer"):
         parse_design(load_instance("tiny-3d-llama8b"), {"tp": {}}, source="--set")
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    # a subnormal clock, area or buffer overflowed a time per FLOP: an IndexError building the MIP
+    ("clock_GHz = [1.2]", "clock_GHz = [5e-324]", "hardware.decisions.clock_GHz"),
+    ("clock_GHz = [1.2]", "clock_GHz = [1.2, 5.0]", "hardware.decisions.clock_GHz"),  # off the V/f curve
+    ("compute_area_mm2 = [40.0]", "compute_area_mm2 = [5e-324]", "hardware.decisions.compute_area_mm2"),
+    ("compute_area_mm2 = [40.0]", "compute_area_mm2 = [1e300]", "hardware.decisions.compute_area_mm2"),
+    ("sram_MiB = [0.5]", "sram_MiB = [5e-324]", "hardware.decisions.sram_MiB"),
+    ("tsv_pitch_um = [20.0]", "tsv_pitch_um = [1e-300]", "hardware.decisions.tsv_pitch_um"),
+    ("dram_layers = [2, 4]", "dram_layers = [2, 4611686018427387904]", "hardware.decisions.dram_layers"),
+    # a subnormal weight times a step time is 0: a ZeroDivisionError in the token mix
+    ("input_tokens = 128", "input_tokens = 128\nweight = 5e-324", "workloads[0].weight"),
+])
+def test_a_number_out_of_its_physical_range_is_refused(tmp_path: Path, old: str, new: str, key: str) -> None:
+    e = load_error(broken(tmp_path, old, new))
+    assert e.key == key
+
+
+def test_the_clock_range_is_the_familys_vf_curve(tmp_path: Path) -> None:
+    e = load_error(broken(tmp_path, "clock_GHz = [1.2]", "clock_GHz = [0.5]"))
+    assert "V/f curve" in e.message and e.expected == "0.8 to 2.2 GHz (deepstack-3d's compute.vf_curve_GHz)"

@@ -81,3 +81,14 @@ def test_a_non_finite_number_is_refused(where, value):
     with pytest.raises(InputError, match="finite number") as info:
         mapping_from_data(data, source="x.toml")
     assert info.value.key == ".".join(str(p) for p in where).replace(".0.", "[0].")
+
+
+@pytest.mark.parametrize(("key", "value"), [("memory_bandwidth_GBps", 5e-324), ("memory_bandwidth_GBps", 1e300),
+                                            ("memory_capacity_GiB", 1e300), ("host_capacity_GiB", 1e300)])
+def test_a_device_memory_out_of_its_physical_range_is_refused(key, value):
+    # a subnormal bandwidth made an infinite time: the record refused it with a pydantic traceback
+    data = generate_mapping(devices=2, modules=2, layers=4)
+    data["devices"][0][key] = value
+    with pytest.raises(InputError) as info:
+        mapping_from_data(data, source="x.toml")
+    assert info.value.key == f"devices[0].{key}"

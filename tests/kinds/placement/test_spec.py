@@ -95,3 +95,19 @@ def test_a_generated_name_is_a_name_when_the_workload_is_a_path(tmp_path):
     data = generate_placement(4, 8, [2, 2], workload=str(path), tp=2, layers=2)
     assert data["name"] == "gen-my-model-4d-8e-s0"
     placement_from_data(data)
+
+
+@pytest.mark.parametrize(("part", "key", "value"), [
+    ("routing", "weights", [1e308] * 8),  # their sum overflowed: NaN loads, "cannot convert float NaN to integer"
+    ("routing", "zipf_exponent", 1e300),  # every weight underflowed to 0
+    ("devices", "memory_capacity_GiB", 1e300),  # "cannot convert float infinity to integer" building the MIP
+])
+def test_a_number_out_of_its_physical_range_is_refused(part, key, value):
+    data = generate_placement(4, 8, [2, 2], workload="mixtral-8x7b", tp=2, layers=2)
+    if key == "zipf_exponent":
+        data["routing"] = {"profile": "zipf", "zipf_exponent": value}
+    else:
+        data[part][key] = value
+    with pytest.raises(InputError) as info:
+        placement_from_data(data, source="x.toml")
+    assert (info.value.key or "").startswith(f"{part}.{key}")

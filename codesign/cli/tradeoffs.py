@@ -1,4 +1,5 @@
-"""Trade-off commands: ``pareto`` (the exact frontier between two metrics)."""
+"""Trade-off commands: ``pareto`` (the exact frontier between two metrics) and ``sensitivity`` (how
+the proven optimum moves with a budget or a parameter)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from codesign.cli.problems import load_problem
 from codesign.errors import InputError
 from codesign.proof.driver import check_limits, check_solver
 from codesign.tradeoffs.pareto import frontier
-from codesign.tradeoffs.plot import frontier_plot
+from codesign.tradeoffs.plot import frontier_plot, sensitivity_plot
+from codesign.tradeoffs.sensitivity import BREAKPOINT_RTOL, sensitivity
 
 
 @app.command("pareto")
@@ -69,5 +71,49 @@ def pareto_cmd(
     out.print(f"[{'green' if f.complete else 'yellow'}]{escape(f.statement)}[/]")
     out.print(f"[dim]{f.solves} solves in {f.seconds:.1f} s ({solver}), each optimising {f.driver} under a budget on "
               "the other[/]")
+    if plot is not None:
+        out.print(f"wrote {plot}")
+
+
+@app.command("sensitivity")
+@handles_errors
+def sensitivity_cmd(
+    ctx: typer.Context,
+    name: NameArg,
+    vary: Annotated[str, typer.Option("--vary", help="'EXPR <= LO..HI step S' (a budget; >= too) or 'path.to.key=LO..HI step S' (a numeric instance field)")],
+    budgets: BudgetOpt = None,
+    solver: SolverOpt = "highs",
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds per solve")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="write the curve as a PNG/SVG/PDF")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The proven optimum at each value of a budget or parameter, the breakpoints where the optimal
+    design changes (located by bisection), and the marginal value per unit between the points."""
+    check_solver(solver)
+    check_limits(time_limit)
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError("a plot is a .png, .svg or .pdf file", file=plot)
+    problem = load_problem(ctx, name, budgets)
+    with Progress(f"sensitivity: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
+        r = sensitivity(problem, vary, solver=solver, time_limit=time_limit, progress=progress.text)
+    if plot is not None:
+        sensitivity_plot(r, plot)
+    if as_json:
+        emit_json(r.as_dict())
+        return
+    t = Table(title=f"{problem.name}: {r.sense} {r.metric} as {escape(vary)}")
+    for c in ("value", "status", "optimum", "marginal (per unit, to the next value)"):
+        t.add_column(c, justify="right")
+    slope = {m["from"]: m["per_unit"] for m in r.marginal}
+    for p in r.points:
+        t.add_row(fmt(p.value), p.status, "-" if p.objective is None else fmt(p.objective),
+                  "-" if p.value not in slope else fmt(slope[p.value]))
+    out.print(t)
+    for b in r.breakpoints:
+        lo, hi = b["between"]
+        changes = ", ".join(f"{k} {u} -> {w}" for k, (u, w) in b["changed"].items()) or "status"
+        out.print(f"breakpoint in [{fmt(lo)}, {fmt(hi)}]: {escape(changes)}")
+    out.print(f"[dim]{r.solves} proven solves in {r.seconds:.1f} s ({solver}); breakpoints located to "
+              f"{BREAKPOINT_RTOL:g} of the range[/]")
     if plot is not None:
         out.print(f"wrote {plot}")

@@ -51,3 +51,34 @@ def frontier_plot(frontier: Any, path: str | Path, *, label_keys: tuple[str, ...
 def _short(key: str, value: Any) -> str:
     v = f"{value:g}" if isinstance(value, float) else str(value)
     return f"{key}={v}"
+
+
+def sensitivity_plot(result: Any, path: str | Path) -> Path:
+    """The proven optimum against the varied value (a step line: the optimum is constant between
+    breakpoints where the design does not change), breakpoints shaded to their located interval."""
+    plt = _pyplot()
+    pts = [p for p in result.points if p.objective is not None]
+    # the optimum is constant between breakpoints: the bisection's last solves on either side of
+    # each breakpoint place its step where it is, not at the next grid value
+    curve = sorted([(p.value, p.objective) for p in pts]
+                   + [(b["between"][i], b["objective"][i]) for b in result.breakpoints for i in (0, 1)
+                      if b["objective"][i] is not None])
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
+    ax.plot([c[0] for c in curve], [c[1] for c in curve], drawstyle="steps-post", lw=1.2)
+    ax.plot([p.value for p in pts], [p.objective for p in pts], "o", ms=3.5, color="tab:blue")
+    for b in result.breakpoints:
+        lo, hi = b["between"]
+        ax.axvspan(lo, hi, color="tab:orange", alpha=0.35, lw=0)
+        ax.annotate(", ".join(b["changed"])[:40], ((lo + hi) / 2, ax.get_ylim()[1]), rotation=90, va="top",
+                    ha="right", fontsize=6.5, color="tab:orange")
+    ax.set_xlabel(result.vary.split("..")[0].rsplit(" ", 1)[0] if "<=" in result.vary or ">=" in result.vary
+                  else result.vary.split("=")[0])
+    ax.set_ylabel(f"proven optimum: {result.sense} {result.metric}")
+    ax.set_title(f"{result.instance}: {len(pts)} proven points, {len(result.breakpoints)} breakpoints", fontsize=10)
+    ax.grid(True, lw=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png")
+    plt.close(fig)
+    return path

@@ -48,6 +48,9 @@ from codesign.proof.tolerances import (
 #: the native backends; ``pyomo:<name>`` reaches any solver Pyomo drives
 SOLVERS = ("highs", "cpsat")
 
+#: a round a backend answers with an error is solved once more with these options
+RETRY_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"options": {"presolve": "off"}}}
+
 #: progress(incumbent, bound, gap, elapsed_s) in the user's metric (any of the first three None)
 Progress = Callable[[float | None, float | None, float | None, float], None]
 #: judge(design) -> the model's verdict: (accepted, internal objective, assessment or None)
@@ -174,6 +177,12 @@ def run(
                 o["time_limit"] = max(left, MIN_ROUND_TIME_S)  # the first round always runs
             rounds += 1
             res = backend_solve(mip, solver, **o)
+            if res.status == "error" and solver in RETRY_OPTIONS:
+                # HiGHS's presolve has emptied a confirming model and then failed ("Solve error");
+                # the same round without presolve answers it
+                first = res.termination
+                res = backend_solve(mip, solver, **{**o, **RETRY_OPTIONS[solver]})
+                res.termination = f"{res.termination} (retried without presolve after: {first})"
             nodes += res.nodes or 0
             termination = res.termination
             interrupted = str(res.termination).startswith("interrupted")

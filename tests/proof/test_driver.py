@@ -35,6 +35,7 @@ from codesign.errors import InputError, ModelError
 from codesign.kinds.base import Assessment, Formulation
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.registry import from_data
+from codesign.kinds.registry import load as load_instance
 from codesign.mip import linearize as lin
 from codesign.mip.program import MIP
 from codesign.model.calibration import shipped
@@ -803,3 +804,15 @@ def test_the_tiny_grid_optimum_by_plain_enumeration(named):
     assert values and p.space_size() == 48 * 9  # 48 hardware designs x 9 layouts (by hand)
     for solver in SOLVERS:
         assert solve(p, solver=solver).objective == pytest.approx(max(values), rel=RTOL)
+
+
+def test_a_confirming_round_highs_fails_in_presolve_is_retried_without_it():
+    """A random tiny mapping (benchmarks/stress_exactness.py, mapping draw 85) on which HiGHS's
+    presolve empties the confirming model (the cutoff row) and reports "Solve error": the driver
+    solves that round again without presolve, and the optimum is proven (it had ended "feasible"
+    at the optimum, gap 0, unproven)."""
+    p = load_instance(Path(__file__).resolve().parent.parent / "data" / "mapping-highs-confirm-solve-error.toml")
+    sol = solve(p, solver="highs")
+    assert sol.status == "optimal", sol.termination
+    assert "retried without presolve" in sol.termination
+    assert sol.objective == pytest.approx(p.brute_force().best.objective, rel=1e-9)

@@ -10,7 +10,7 @@ design-space size, and (for tiny versions) the brute-force time over every desig
     python benchmarks/mapping_solve.py --quick         # named instances only, 1 repeat: results/mapping_solve_named.json
     python benchmarks/mapping_solve.py --workers 2,4,8 # CP-SAT on the named instances per worker count
 
-``--workers`` measures the kind's CP-SAT default (``codesign.kinds.fixed.CPSAT_WORKERS``):
+``--workers`` measures CP-SAT's worker counts against its default (``codesign.backends.cpsat.DEFAULT_WORKERS``):
 each named instance solved once by CP-SAT with each worker count (``--threads N`` on the command
 line), 120 s limit; results/mapping_cpsat_workers.json.
 
@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import HERE, RESULTS, load, machine, same, solve_runs, stored_optimum
 
+from codesign.backends.cpsat import DEFAULT_WORKERS as CPSAT_WORKERS
 from codesign.jsonio import write_json_atomic
 from codesign.kinds import registry
-from codesign.kinds.fixed import CPSAT_WORKERS
 from codesign.kinds.mapping.generate import generate_mapping
 
 SOLVERS = ("highs", "cpsat")

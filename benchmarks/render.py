@@ -233,7 +233,7 @@ def mapping_section(ms: dict | None, full: dict | None, workers: dict | None) ->
             " a cell gives the range over the runs.",
             "Runs not proven within the limit: " + ", ".join(f"{unproven[c]} with {c} workers" for c in counts) + ".",
             ("Every proven optimum equals the stored solution." if eq and all(eq) else ""),
-            f"The default (`CPSAT_WORKERS` in `codesign/kinds/fixed.py`) is {workers.get('default')}."])
+            f"The default (`DEFAULT_WORKERS` in `codesign/backends/cpsat.py`, which the mapping and placement kinds keep) is {workers.get('default')}."])
     if full:
         rows = full["rows"]
         scal = [r for r in rows if r["series"] == "scaling" and all(x["status"] == "optimal" for s in r["solvers"].values() for x in s["runs"])]

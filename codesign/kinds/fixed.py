@@ -28,12 +28,11 @@ from codesign.proof.driver import solve
 #: mapping, CP-SAT's proven bound was 6.0e-5 from the optimum at 1e12, 3.5e-7 at 1e15). Row
 #: activities stay below CP-SAT's 2^61 whatever this is.
 CPSAT_MAX_COEFFICIENT = 1e15
-#: CP-SAT workers when the user gives none (the mapping and placement MIPs; BENCHMARKS.md records
-#: the named instances' solve times by worker count)
-CPSAT_WORKERS = 8
-#: the backend options these MIPs need (an engine profile, not physics)
+#: the backend options these MIPs need (an engine profile, not physics). CP-SAT's workers stay the
+#: backend's default (2): on 2 cores 2, 4 and 8 workers all proved every named mapping and
+#: placement instance, 2 the fastest in total (BENCHMARKS.md §2, "CP-SAT's worker count")
 BACKEND_OPTIONS: dict[str, dict[str, Any]] = {
-    "cpsat": {"max_coefficient": CPSAT_MAX_COEFFICIENT, "threads": CPSAT_WORKERS},
+    "cpsat": {"max_coefficient": CPSAT_MAX_COEFFICIENT},
 }
 
 

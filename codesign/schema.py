@@ -29,6 +29,9 @@ MAX_FILE_BYTES = 16 * 2**20
 MAX_DEPTH = 32
 #: TOML integers are 64-bit (the TOML spec); JSON inputs are held to the same range
 INT_RANGE = (-(2**63), 2**63 - 1)
+#: the longest string (value or key) an input may hold: the longest shipped one is ~1,000
+#: characters (a workload's notes), and a 100,000-character provenance took `show` a minute to wrap
+MAX_STRING = 10_000
 
 
 class Strict(BaseModel):
@@ -135,8 +138,8 @@ def input_text(path: str | Path, data: bytes, *, what: str, expected: str | None
 
 def check_values(data: Any, *, file: str | Path, what: str = "file") -> None:
     """Every number in ``data`` (parsed TOML or JSON) is finite and a 64-bit integer where it is an
-    integer, and tables and lists nest at most :data:`MAX_DEPTH` deep; else an InputError naming
-    the key."""
+    integer, every string and key at most :data:`MAX_STRING` characters, and tables and lists nest
+    at most :data:`MAX_DEPTH` deep; else an InputError naming the key."""
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         value, at = stack.pop()
@@ -144,9 +147,16 @@ def check_values(data: Any, *, file: str | Path, what: str = "file") -> None:
             raise InputError(f"nested too deeply for a {what} (more than {MAX_DEPTH} levels)", file=file,
                              key=_key_path(at[:MAX_DEPTH]) + "...", expected=f"at most {MAX_DEPTH} levels of tables and lists")
         if isinstance(value, dict):
+            for k in value:
+                if isinstance(k, str) and len(k) > MAX_STRING:
+                    raise InputError(f"a key longer than {MAX_STRING:,} characters", file=file, key=_key_path(at) or None,
+                                     value=f"{k[:40]}... ({len(k):,} characters)", expected=f"at most {MAX_STRING:,}")
             stack.extend((v, (*at, k)) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, (*at, i)) for i, v in enumerate(value))
+        elif isinstance(value, str) and len(value) > MAX_STRING:
+            raise InputError(f"a string longer than {MAX_STRING:,} characters", file=file, key=_key_path(at) or None,
+                             value=f"{value[:40]}... ({len(value):,} characters)", expected=f"at most {MAX_STRING:,}")
         elif isinstance(value, float) and not math.isfinite(value):
             raise InputError("not a finite number", file=file, key=_key_path(at) or None, value=value,
                              expected="a finite number (no nan or inf)")

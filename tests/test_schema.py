@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from codesign.errors import InputError
 from codesign.schema import (
     MAX_DEPTH,
+    MAX_STRING,
     InstanceName,
     Strict,
     as_name,
@@ -207,3 +208,12 @@ def test_is_file_answers_for_any_name(tmp_path: Path) -> None:
 def test_a_file_name_with_a_nul_character_is_not_found(tmp_path: Path) -> None:
     assert "not found" in refused(load_toml, tmp_path / "a\x00b.toml").message
     assert "cannot read" in refused(load_toml, tmp_path / ("x" * 300 + ".toml")).message
+
+
+def test_a_string_or_key_longer_than_the_limit_is_refused(tmp_path: Path) -> None:
+    # a 100,000-character provenance took `show` a minute to wrap (tools/fuzz_cli.py)
+    exc = refused(load_toml, write(tmp_path, f'provenance = "{"x" * (MAX_STRING + 1)}"\n'))
+    assert "longer than 10,000 characters" in exc.message and exc.key == "provenance"
+    exc = refused(load_toml, write(tmp_path, f'[t]\n{"k" * (MAX_STRING + 1)} = 1\n'))
+    assert "a key longer" in exc.message and exc.key == "t"
+    assert load_toml(write(tmp_path, f'provenance = "{"x" * MAX_STRING}"\n'))

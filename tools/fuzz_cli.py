@@ -856,8 +856,8 @@ def _generate_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Cas
     key, value = rng.choice(params), rng.choice(GEN_VALUES)
     items = [f"{key}={value}"]
     garbage = kind == "bogus"
-    if key == "name":
-        garbage = garbage or not NAME_RULE.match(value.replace(CASE, "/abs"))
+    if key == "name":  # (an empty name is read as none given: the generator's own)
+        garbage = garbage or (value != "" and not NAME_RULE.match(value.replace(CASE, "/abs")))
     elif value in ("-1", "nan", "[]", "🙂", "../escaped", f"{CASE}/abs-escaped", "a/b", "", "1e999"):
         garbage = True
     if rng.random() < 0.2:
@@ -885,8 +885,13 @@ TARGETS: list[tuple[str, list[str], Callable[..., Case]]] = [
     ("option", ["option-value"], _option_case),
     ("generate", ["generator-parameter"], _generate_case),
 ]
-#: every (target, class) pair once, in a fixed order: case i is COMBOS[i % len(COMBOS)]
-COMBOS: list[tuple[str, str]] = [(t, c) for t, classes, _ in TARGETS for c in classes]
+#: how many times a command-line value's pairs recur in COMBOS (they have one or two classes, a file
+#: type has 14 to 23, and each draw picks another value, instance and command)
+VALUE_WEIGHT = 6
+#: every (target, class) pair, in a fixed order (a command-line value's VALUE_WEIGHT times): case i
+#: is COMBOS[i % len(COMBOS)]
+COMBOS: list[tuple[str, str]] = [(t, c) for t, classes, _ in TARGETS
+                                 for c in classes * (VALUE_WEIGHT if t in ("set", "budget", "option", "generate") else 1)]
 _MAKERS = {t: maker for t, _, maker in TARGETS}
 
 
@@ -1036,6 +1041,9 @@ def run_case(i: int, seed: int, seeds: Seeds, root: Path, timeout: float, keep: 
     result = {"case": i, "class": case.input_class, "command": case.command, "exit": outcome.code,
               "seconds": round(outcome.seconds, 2), "problems": problems}
     if problems:
+        frames = re.findall(r'File "[^"]*/(codesign/[^"]+\.py)", line (\d+)', outcome.stderr)
+        if frames:  # the innermost frame of codesign's own: where the exception escaped from
+            result["raised_in"] = f"{frames[-1][0]}:{frames[-1][1]}"
         shown = [a if len(a) <= 300 else f"{a[:200]}... ({len(a)} characters)" for a in argv]
         result.update({
             "note": case.note,
@@ -1129,6 +1137,7 @@ def summarise(results: list[dict[str, Any]], args: argparse.Namespace, wall: flo
         "by_input": {k: dict(v) for k, v in sorted(by_target.items())},
         "by_class": {k: dict(v) for k, v in sorted(by_class.items())},
         "by_command": {k: dict(v) for k, v in sorted(by_command.items())},
+        "failures_raised_in": dict(sorted(Counter(r.get("raised_in", "-") for r in failures).items())),
         "failing_cases": failures,
     }
 

@@ -25,7 +25,7 @@ from codesign.jsonio import read_json, write_json_atomic
 from codesign.model.units import kv_precision_of
 from codesign.model.workload import resolve_workload
 from codesign.paths import instances_dir
-from codesign.schema import input_text, read_input
+from codesign.schema import MAX_STRING, input_text, read_input
 
 #: metrics a row may measure
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_s", "e2e_latency_s")
@@ -413,6 +413,9 @@ def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Ro
 
 def _row(rid: str, raw: dict[str, Any], known: Any, engines: Any) -> Row:
     """One CSV line as a Row (ValueError naming the column that is malformed)."""
+    for column, text in raw.items():  # (a row's id goes into the split file, read with the same limit)
+        if isinstance(text, str) and len(text) > MAX_STRING:
+            raise ValueError(f"column {column}: {len(text):,} characters, more than {MAX_STRING:,}")
     adp_text = str(raw.get("attention_dp") or "").strip().lower()
     if adp_text in ("true", "yes", "false", "no"):  # a flag: over the whole TP group, or off
         raw = {**raw, "attention_dp": raw.get("tp") if adp_text in ("true", "yes") else "1"}

@@ -311,3 +311,12 @@ def test_a_split_file_that_is_not_json_is_bad_input(tmp_path):
     os.mkfifo(tmp_path / "fifo.json")
     with pytest.raises(InputError, match="FIFO"):
         read_split(tmp_path / "fifo.json")
+
+
+def test_a_field_longer_than_an_input_string_may_be_is_a_malformed_row(tmp_path):
+    # calibrate wrote such an id into its split file, then could not read the split back
+    rows, bad = read_rows(write_csv(tmp_path / "m.csv", [csv_row("i" * 20_000), csv_row("b", model="m" * 20_000),
+                                                         csv_row("c")]))
+    assert [r.id for r in rows] == ["c"]
+    assert [b["reason"] for b in bad] == ["malformed row: column id: 20,000 characters, more than 10,000",
+                                          "malformed row: column model: 20,000 characters, more than 10,000"]

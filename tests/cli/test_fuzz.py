@@ -123,11 +123,11 @@ def check(cli: Callable[..., Any], seeds: Any, i: int, seed: int, *, xfail_known
                           f"  {problems}\n  stderr: {outcome.stderr[-800:]}")
 
 
-#: one case of every (input, class) pair the catalogue has
+#: one case of every (input, class) pair the catalogue has (a command-line value's several times)
 PAIRS = list(enumerate(fuzz.COMBOS))
 
 
-@pytest.mark.parametrize("i", [i for i, _ in PAIRS], ids=[f"{t}-{c}" for _, (t, c) in PAIRS])
+@pytest.mark.parametrize("i", [i for i, _ in PAIRS], ids=[f"{t}-{c}-{i}" for i, (t, c) in PAIRS])
 def test_every_input_class_keeps_the_contract(cli, seeds, i: int) -> None:
     check(cli, seeds, i, seed=1)
 

@@ -136,10 +136,11 @@ def input_text(path: str | Path, data: bytes, *, what: str, expected: str | None
         raise InputError(f"not a {what}: not UTF-8 text (byte {exc.start})", file=path, expected=expected) from None
 
 
-def check_values(data: Any, *, file: str | Path, what: str = "file") -> None:
+def check_values(data: Any, *, file: str | Path, what: str = "file", unbounded: frozenset[str] = frozenset()) -> None:
     """Every number in ``data`` (parsed TOML or JSON) is finite and a 64-bit integer where it is an
     integer, every string and key at most :data:`MAX_STRING` characters, and tables and lists nest
-    at most :data:`MAX_DEPTH` deep; else an InputError naming the key."""
+    at most :data:`MAX_DEPTH` deep; else an InputError naming the key. A key named in ``unbounded``
+    may hold ``+inf`` (a limit that is not there: a calibration's ``memory_bandwidth_cap_GBps``)."""
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         value, at = stack.pop()
@@ -157,7 +158,8 @@ def check_values(data: Any, *, file: str | Path, what: str = "file") -> None:
         elif isinstance(value, str) and len(value) > MAX_STRING:
             raise InputError(f"a string longer than {MAX_STRING:,} characters", file=file, key=_key_path(at) or None,
                              value=f"{value[:40]}... ({len(value):,} characters)", expected=f"at most {MAX_STRING:,}")
-        elif isinstance(value, float) and not math.isfinite(value):
+        elif isinstance(value, float) and not math.isfinite(value) and not (
+                value == math.inf and at and isinstance(at[-1], str) and at[-1] in unbounded):
             raise InputError("not a finite number", file=file, key=_key_path(at) or None, value=value,
                              expected="a finite number (no nan or inf)")
         elif isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
@@ -165,10 +167,10 @@ def check_values(data: Any, *, file: str | Path, what: str = "file") -> None:
                              value=f"{str(value)[:20]}... ({len(str(value))} digits)", expected="|n| < 2**63")
 
 
-def load_toml(path: str | Path) -> dict[str, Any]:
+def load_toml(path: str | Path, *, unbounded: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Read a TOML file (:func:`read_input`); a syntax error becomes an InputError naming the file
-    and line; non-finite numbers, integers beyond 64 bits and nesting deeper than
-    :data:`MAX_DEPTH` are refused (:func:`check_values`)."""
+    and line; non-finite numbers (but ``+inf`` at a key in ``unbounded``), integers beyond 64 bits,
+    over-long strings and nesting deeper than :data:`MAX_DEPTH` are refused (:func:`check_values`)."""
     path = Path(path)
     expected = "a .toml file"
     text = input_text(path, read_input(path, what="TOML file", expected=expected), what="TOML file", expected=expected)
@@ -180,7 +182,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise InputError(f"not valid TOML: nested too deeply (more than {MAX_DEPTH} levels)", file=path) from None
     except ValueError as exc:  # a number Python refuses to convert (an integer of thousands of digits)
         raise InputError(f"not valid TOML: {exc}", file=path) from None
-    check_values(data, file=path, what="TOML file")
+    check_values(data, file=path, what="TOML file", unbounded=unbounded)
     return data
 
 

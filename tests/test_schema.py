@@ -217,3 +217,12 @@ def test_a_string_or_key_longer_than_the_limit_is_refused(tmp_path: Path) -> Non
     exc = refused(load_toml, write(tmp_path, f'[t]\n{"k" * (MAX_STRING + 1)} = 1\n'))
     assert "a key longer" in exc.message and exc.key == "t"
     assert load_toml(write(tmp_path, f'provenance = "{"x" * MAX_STRING}"\n'))
+
+
+def test_plus_infinity_only_where_a_key_may_be_unbounded(tmp_path: Path) -> None:
+    path = write(tmp_path, "[chips.x]\ncap = inf\nother = 1.0\n")
+    assert load_toml(path, unbounded=frozenset({"cap"}))["chips"]["x"]["cap"] == float("inf")
+    assert refused(load_toml, path).key == "chips.x.cap"
+    for text in ("cap = nan\n", "cap = -inf\n", "other = inf\n"):
+        with pytest.raises(InputError, match="not a finite number"):
+            load_toml(write(tmp_path, text), unbounded=frozenset({"cap"}))

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -48,7 +48,7 @@ class Calibration(Strict):
     #: and their kernels keep a bounded number of loads outstanding, so the same die on a faster
     #: memory reaches a smaller fraction of the peak. Achieved bandwidth = min(e x peak, cap)
     #: (eq. 3.21a); fitted per family only where the family's chips differ in memory bandwidth
-    memory_bandwidth_cap_GBps: float | None = Field(default=None, gt=0)
+    memory_bandwidth_cap_GBps: float | None = Field(default=None, gt=0, allow_inf_nan=True)
     network_efficiency: float = Field(gt=0, le=1)
     layer_overhead_us: float = Field(ge=0)
     #: software time of one ring step of a tensor-parallel collective, on top of the link's own
@@ -83,6 +83,10 @@ class Calibration(Strict):
         return self.compute_efficiency
 
 
+#: calibration fields whose value may be ``inf``: no limit (a chip table states it over a
+#: ``[default]`` that sets one; ``codesign calibrate`` writes it so). NaN is never a value
+UNBOUNDED_FIELDS = frozenset({"memory_bandwidth_cap_GBps"})
+
 #: calibration keys that describe the serving engine, not a chip: ``[default]`` only
 ENGINE_CALIBRATION_KEYS = ("kv_cache_free_fraction",)
 
@@ -102,6 +106,11 @@ class FittedOn(Strict):
     split_rule: Literal["id-hash", "own"]
 
 
+#: a value of a chip-level table: checked field by field as a Calibration when the file is read
+#: (``_parsed``), where only an UNBOUNDED_FIELDS field may be inf
+_TableValue = Annotated[float, Field(allow_inf_nan=True)]
+
+
 class CalibrationFile(Strict):
     """The schema of a calibration TOML file."""
 
@@ -111,8 +120,8 @@ class CalibrationFile(Strict):
     #: one calibration fitted on every measured family's rows together (``codesign calibrate``):
     #: what a chip of a family without measurements takes when no table of its own or of its
     #: family exists (a chip added to the catalog after the fit, or given by path)
-    pooled: dict[str, float] | None = None
-    chips: dict[str, dict[str, float]] = Field(default_factory=dict)
+    pooled: dict[str, _TableValue] | None = None
+    chips: dict[str, dict[str, _TableValue]] = Field(default_factory=dict)
 
     @field_validator("chips", "pooled")
     @classmethod
@@ -217,7 +226,7 @@ def shipped() -> CalibrationSet:
 def _parsed(path: Path, sha256: str, is_shipped: bool) -> CalibrationSet:
     """The checked content of ``path`` whose bytes hash to ``sha256`` (the key keeps a rewritten
     file from being served from the cache)."""
-    cal = validate(CalibrationFile, load_toml(path), file=path)
+    cal = validate(CalibrationFile, load_toml(path, unbounded=UNBOUNDED_FIELDS), file=path)
     # a chip-level table over [default] is a calibration too: its values in their ranges now, not
     # when a chip first takes it
     tables = {f"chips.{name}": over for name, over in cal.chips.items()}

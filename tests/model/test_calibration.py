@@ -227,3 +227,14 @@ def test_a_calibration_that_is_not_a_regular_file_is_refused(tmp_path):
     (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")  # Path.resolve raised RuntimeError
     with pytest.raises(InputError, match="cannot read the calibration file"):
         load_calibration(tmp_path / "loop.toml")
+
+
+def test_an_infinite_cap_is_no_cap_and_the_only_infinity_a_calibration_holds(tmp_path):
+    # codesign calibrate writes memory_bandwidth_cap_GBps = inf over a [default] that sets a cap
+    path = _shipped_with(tmp_path, ("chips", "h100-sxm"), "memory_bandwidth_cap_GBps", math.inf)
+    assert load_calibration(path).for_chip("h100-sxm").memory_bandwidth_cap_GBps == math.inf
+    for key, value in (("memory_bandwidth_cap_GBps", math.nan), ("memory_bandwidth_cap_GBps", -math.inf),
+                       ("compute_efficiency", math.inf)):
+        with pytest.raises(InputError) as exc:
+            load_calibration(_shipped_with(tmp_path, ("chips", "h100-sxm"), key, value))
+        assert exc.value.key == f"chips.h100-sxm.{key}"

@@ -14,7 +14,7 @@ from codesign.calibration.plot import plot
 from codesign.calibration.report import format_report, run_validation
 from codesign.calibration.rows import make_split, read_rows
 from codesign.calibration.write import write_calibration
-from codesign.cli.common import JsonOpt, Progress, app, emit_json, err, handles_errors, out, session
+from codesign.cli.common import JsonOpt, Progress, app, emit_json, err, handles_errors, out, output_file, session
 from codesign.errors import InputError
 from codesign.jsonio import dumps
 from codesign.model.calibration import shipped_path
@@ -43,6 +43,8 @@ def validate_cmd(
     if split is not None and not split.exists():
         raise InputError("split file not found", file=split,
                          suggestion="`codesign calibrate CSV --out FILE` writes FILE's split beside it")
+    if plot_path is not None:
+        output_file(plot_path, option="--plot", suffixes=(".png",))
     opts = session(ctx)
     kwargs = {} if split is None else {"split_file": split}
     with Progress("validate", quiet=opts.quiet) as progress:

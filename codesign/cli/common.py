@@ -9,8 +9,11 @@ record) exits 3; Ctrl-C exits 130 after printing what was found. The global opti
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
+import os
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -141,8 +144,45 @@ def handles_errors(fn):
         except KeyboardInterrupt:
             err.print("[yellow]interrupted (Ctrl-C)[/]: nothing was written")
             raise typer.Exit(EXIT_INTERRUPT) from None
+        except OSError as exc:
+            if exc.filename is None:  # not about a path the user gave: a bug
+                raise
+            # a path the command line names cannot be used (too long, a loop, no permission, a file
+            # where a folder should be, a full disk): the user's to fix, never a traceback
+            what = exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+            err.print(f"[bold red]error:[/] {escape(str(exc.filename))}: {escape(what)}", highlight=False,
+                      soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT) from None
 
     return wrapper
+
+
+def output_file(path: Path, *, option: str, suffixes: tuple[str, ...]) -> Path:
+    """``path`` checked as a file a command will write: not a directory, one of ``suffixes``, in a
+    folder that is a folder (InputError naming the option otherwise)."""
+    expected = f"a file name ending in {' or '.join(suffixes)}"
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError("a directory, not a file to write", key=option, value=str(path), expected=expected)
+    if path.suffix.lower() not in suffixes:
+        raise InputError(f"the file name's suffix {path.suffix or '(none)'!r} is not one this option writes",
+                         key=option, value=str(path), expected=expected)
+    for parent in path.parents:
+        try:
+            st = os.stat(parent)
+        except FileNotFoundError:
+            continue  # created on write
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot use the folder: {getattr(exc, 'strerror', None) or exc}", key=option,
+                             value=str(path)) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{parent} is a file, not a folder", key=option, value=str(path),
+                             expected="a path whose folders are folders")
+        break
+    return path
 
 
 app.callback()(handles_errors(_options))

@@ -22,6 +22,7 @@ from codesign.cli.common import (
     fmt,
     handles_errors,
     out,
+    output_file,
     session,
 )
 from codesign.cli.problems import load_problem
@@ -30,6 +31,9 @@ from codesign.proof.driver import check_limits, check_solver
 from codesign.tradeoffs.pareto import frontier
 from codesign.tradeoffs.plot import frontier_plot, sensitivity_plot
 from codesign.tradeoffs.sensitivity import BREAKPOINT_RTOL, sensitivity
+
+#: the files --plot writes (matplotlib's format by suffix)
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @app.command("pareto")
@@ -50,8 +54,8 @@ def pareto_cmd(
     --max-points every non-dominated design found."""
     check_solver(solver)
     check_limits(time_limit)
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError("a plot is a .png, .svg or .pdf file", file=plot)
+    if plot is not None:
+        output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     problem = load_problem(ctx, name, budgets)
     with Progress(f"pareto: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
         f = frontier(problem, x, y, solver=solver, max_points=max_points, time_limit=time_limit, progress=progress.text)
@@ -91,8 +95,8 @@ def sensitivity_cmd(
     design changes (located by bisection), and the marginal value per unit between the points."""
     check_solver(solver)
     check_limits(time_limit)
-    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError("a plot is a .png, .svg or .pdf file", file=plot)
+    if plot is not None:
+        output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     problem = load_problem(ctx, name, budgets)
     with Progress(f"sensitivity: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
         r = sensitivity(problem, vary, solver=solver, time_limit=time_limit, progress=progress.text)

@@ -7,6 +7,8 @@ kinds codesign ships, so loading through it knows them all.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ def kinds() -> dict[str, type[Problem]]:
 
 def kind_class(kind: str | None, *, file: Path | str | None = None) -> type[Problem]:
     name = DEFAULT_KIND if kind is None else kind
-    if name not in _KINDS:
+    if not isinstance(name, str) or name not in _KINDS:
         raise InputError("unknown instance kind", file=file, key="kind", value=kind,
                          expected=f"{' | '.join(k for k in _KINDS if k != DEFAULT_KIND)}, or no kind for a "
                                   "hardware/schedule instance",
@@ -45,15 +47,18 @@ def resolve(name_or_path: str | Path) -> Path:
     """The file of a named instance, or a path given as such (InputError naming what is wrong)."""
     p = Path(name_or_path)
     text = str(name_or_path)
-    if p.suffix == ".toml" and p.is_file():
+    st = _stat(p)
+    if p.suffix == ".toml" and isinstance(st, os.stat_result) and stat.S_ISREG(st.st_mode):
         return p
     named = named_paths()
     if text in named:
         return named[text]
-    if p.is_dir():
+    if isinstance(st, OSError):  # a name too long, a symlink loop, no permission
+        raise InputError(f"cannot read the instance file: {st.strerror or st}", file=p)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise InputError("a directory, not an instance file", file=p, expected="a .toml instance file or a named instance")
-    if p.exists():
-        if not p.is_file():
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
             raise InputError("not a regular file", file=p, expected="a .toml instance file")
         raise InputError("an instance file is TOML with the suffix .toml", file=p, expected="a .toml file")
     if p.suffix == ".toml" or "/" in text:
@@ -61,6 +66,18 @@ def resolve(name_or_path: str | Path) -> Path:
     raise InputError(f"unknown instance {text!r}",
                      expected="a named instance (see `codesign instances`) or a path to a .toml file",
                      suggestion=did_you_mean(text, list(named)))
+
+
+def _stat(p: Path) -> os.stat_result | OSError | None:
+    """``p``'s status; None if nothing is there; the error if the name cannot be looked up."""
+    try:
+        return os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return exc
+    except ValueError:  # a NUL character
+        return None
 
 
 def file_kind(path: Path) -> str | None:

@@ -25,6 +25,7 @@ from codesign.proof import certify as certify_mod
 from codesign.proof import records
 from codesign.proof.driver import confirm_optimal, solve
 from codesign.proof.tolerances import CONFIRM_RTOL, RECHECK_RTOL
+from codesign.schema import is_file
 
 #: fields a re-check does not compare (when and where the record was made)
 UNCHECKED = frozenset({"provenance", "time_s", "build_s", "solve_s", "instance_source"})
@@ -60,7 +61,7 @@ def _calibration_of(rec: records.Record, path: Path | str) -> CalibrationSet:
     if rec.calibration == SHIPPED_NAME:
         return load_calibration(None)
     cal = Path(rec.calibration)
-    if not cal.is_file():
+    if not is_file(cal):
         raise InputError("the record was made under a calibration file that is not here", file=path,
                          key="calibration", value=rec.calibration,
                          suggestion="copy that file to the path, or re-create the record")

@@ -160,3 +160,22 @@ def test_numbers_for_people_by_hand():
     assert common.fmt(2.5e7) == "2.5e+07"
     assert common.fmt(0.0) == "0"
     assert common.fmt(True) == "True" and common.fmt("x") == "x"
+
+
+def test_a_plot_path_that_cannot_be_written_is_refused_before_any_work(cli, input_error, tmp_path):
+    assert_input_error = input_error
+    csv = REPO / "validation" / "measurements.csv"
+    assert_input_error(cli("validate", str(csv), "--plot", str(tmp_path)), "--plot", "a directory, not a file")
+    assert_input_error(cli("validate", str(csv), "--plot", str(tmp_path / "p.jpg")), "--plot", "suffix '.jpg'")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert_input_error(cli("pareto", TINY, "--x", "tokens_per_s", "--y", "power_W", "--plot",
+                           str(blocker / "p.png")), "--plot", "is a file, not a folder")
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_an_os_error_on_a_path_is_bad_input_not_a_traceback(cli, input_error, tmp_path):
+    assert_input_error = input_error
+    long = tmp_path / ("x" * 300)
+    assert_input_error(cli("evaluate", TINY, "--design", str(long)), "File name too long")
+    assert_input_error(cli("calibrate", str(long), "--out", str(tmp_path / "c.toml")), "File name too long")

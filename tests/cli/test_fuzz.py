@@ -38,19 +38,7 @@ SUBPROCESS_ONLY = {"instances"}
 #: failures known and reported, outside the input layer's files: (input class, a pattern of the
 #: case's note, a pattern every problem matches, where the bug is). Such a case is an expected
 #: failure until it is fixed there (then it passes).
-KNOWN_OUTSIDE = [
-    ("name-too-long", ".", "File name too long",
-     "Path.exists/is_dir/mkdir raise OSError(ENAMETOOLONG) on a name over 255 bytes: kinds/registry.py resolve, "
-     "cli/problems.py read_design_file, cli/calibration.py (issue 34, reported)"),
-    ("long-string", "calibration = ", "File name too long",
-     "proof/check.py _calibration_of: Path.is_file on a record's calibration of 10,000 characters raises "
-     "OSError(ENAMETOOLONG) (issue 34, reported)"),
-    ("retype", r"instance_data\.kind = \{", "unhashable",
-     "kinds/registry.py kind_class: a record's instance_data.kind that is a table is a TypeError (issue 34, reported)"),
-    ("option-value", "--plot", "FileExistsError|exit code 0 on garbage|wrote outside .*out\\.png",
-     "validate --plot: calibration/plot.py mkdir under a file (FileExistsError); --plot DIR/ writes DIR.png beside "
-     "the directory, exit 0 (issue 34, reported)"),
-]
+KNOWN_OUTSIDE: list[tuple[str, str, str, str]] = []
 
 
 def known_outside(input_class: str, note: str, problems: list[str]) -> str | None:

@@ -80,6 +80,23 @@ def test_an_unknown_kind_is_named_with_a_did_you_mean(tmp_path):
         from_data({"kind": "nope", "name": "x"})
 
 
+def test_a_kind_that_is_not_a_string_is_an_unknown_kind():
+    # a record's instance_data.kind edited into a table was a TypeError (unhashable dict)
+    for kind in ({"x": 1}, ["mapping"], 3):
+        with pytest.raises(InputError, match="unknown instance kind"):
+            kind_class(kind)
+
+
+def test_a_path_the_system_cannot_look_up_is_bad_input(tmp_path):
+    # a name over 255 bytes and a symlink loop: Path.is_dir raises OSError on both
+    with pytest.raises(InputError, match="cannot read the instance file: File name too long"):
+        resolve(tmp_path / ("x" * 300))
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError, match="cannot read the instance file"):
+        resolve(loop)
+
+
 def test_an_unknown_name_suggests_the_closest():
     with pytest.raises(InputError) as info:
         load("tiny-3d-llama8")

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import tomli_w
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -28,7 +29,7 @@ from codesign.cli.common import (
 from codesign.cli.render import print_evaluation, print_lints
 from codesign.errors import InputError, did_you_mean
 from codesign.jsonio import read_json, write_text_atomic
-from codesign.kinds.base import Problem
+from codesign.kinds.base import Problem, decision_groups
 from codesign.kinds.registry import kind_class, kinds, load, named_paths
 from codesign.model.budgets import metric_table
 from codesign.model.mapping import format_count
@@ -91,24 +92,31 @@ def design_from(problem: Problem, design: Path | None, sets: list[str] | None) -
     return problem.parse_design(given or problem.baseline(), source=source), source
 
 
+#: the decision groups as the instance list abbreviates them
+GROUP_ABBREVIATIONS = {"hardware": "hw", "parallelism": "par", "mapping": "map", "placement": "place"}
+
+
 @app.command("instances")
 @handles_errors
 def instances_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List the named instances: kind, objective, design-space size."""
+    """List the named instances: objective, what each decides, design-space size (--json: and kind)."""
     rows = []
     for name, path in named_paths().items():
         p = load(path, calibration=session(ctx).calibration)
         rows.append({"name": name, "kind": p.kind, "objective": p.metric, "sense": p.sense,
-                     "decisions": len(p.decisions()), "space_size": p.space_size(), "description": p.description})
+                     "decisions": len(p.decisions()),
+                     "decision_groups": decision_groups(p.decisions()), "space_size": p.space_size(), "description": p.description})
     if as_json:
         emit_json(rows)
         return
-    t = Table(title="named instances")
-    for col in ("name", "kind", "objective", "space size"):
-        t.add_column(col, no_wrap=True, justify="right" if col == "space size" else "left")
+    t = Table(title="named instances", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("name", "objective", "decides", "points"):
+        t.add_column(col, no_wrap=True, justify="right" if col == "points" else "left")
     for r in rows:
-        t.add_row(r["name"], r["kind"], f"{r['sense']} {r['objective']}", format_count(r["space_size"]))
+        t.add_row(r["name"], f"{r['sense']} {r['objective']}",
+                  "+".join(GROUP_ABBREVIATIONS[g] for g in r["decision_groups"]), format_count(r["space_size"]))
     out.print(t)
+    out.print("decides: " + ", ".join(f"{a} = {g}" for g, a in GROUP_ABBREVIATIONS.items()), style="dim")
 
 
 @app.command("show")
@@ -122,7 +130,7 @@ def show_cmd(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> Non
         "provenance": getattr(p.spec, "provenance", None), "source": None if p.source is None else str(p.source),
         "content_hash": p.content_hash, "calibration": p.calibration.name,
         "objective": {"metric": p.metric, "sense": p.sense}, "space_size": p.space_size(),
-        "decisions": [d.as_dict() for d in p.decisions()],
+        "decision_groups": decision_groups(p.decisions()), "decisions": [d.as_dict() for d in p.decisions()],
         "baseline": p.baseline(), "baseline_description": p.baseline_description,
         **p.summary(), "lints": [x.as_dict() for x in lints],
     }
@@ -135,6 +143,7 @@ def show_cmd(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> Non
     out.print(f"objective: {p.sense} {p.metric}    space: {format_count(data['space_size'])} points")
     t = Table(title="decisions")
     t.add_column("decision")
+    t.add_column("group")
     t.add_column("domain")
     t.add_column("baseline", justify="right")
     base = data["baseline"]
@@ -143,7 +152,7 @@ def show_cmd(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> Non
         shown = base.get(d.name, "-")
         if isinstance(shown, list):
             shown = f"({len(shown)} entries)"
-        t.add_row(escape(d.name), escape(domain), escape(str(shown)))
+        t.add_row(escape(d.name), d.group, escape(domain), escape(str(shown)))
     out.print(t)
     out.print(f"baseline: {escape(p.baseline_description)}")
     p.render_summary(out, p.summary())

@@ -61,14 +61,37 @@ class Lint:
 
 @dataclass(frozen=True)
 class DecisionInfo:
-    """One decision as ``show`` lists it: its name and its finite domain (or, for structured
-    decisions such as a layer-to-stage partition, a description of it)."""
+    """One decision as ``show`` lists it: its name, its finite domain (or, for structured
+    decisions such as a layer-to-stage partition, a description of it) and the group of
+    :data:`DECISION_GROUPS` it belongs to."""
 
     name: str
     domain: tuple[Any, ...] | str
+    group: str
+
+    def __post_init__(self) -> None:
+        if self.group not in DECISION_GROUPS:
+            raise ValueError(f"decision {self.name!r}: group {self.group!r} is not one of {DECISION_GROUPS}")
+
+    @property
+    def free(self) -> bool:
+        """More than one value to choose from (a structured decision always is)."""
+        return not isinstance(self.domain, tuple) or len(self.domain) > 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "domain": list(self.domain) if isinstance(self.domain, tuple) else self.domain}
+        return {"name": self.name, "group": self.group,
+                "domain": list(self.domain) if isinstance(self.domain, tuple) else self.domain}
+
+
+#: what a decision decides: the chip and its knobs; the parallel layout and batch; where weights,
+#: KV and layers live (tiers, stages); which device holds which expert, group or port
+DECISION_GROUPS = ("hardware", "parallelism", "mapping", "placement")
+
+
+def decision_groups(decisions: list[DecisionInfo]) -> list[str]:
+    """The groups an instance decides (those with a free decision), in :data:`DECISION_GROUPS` order."""
+    free = {d.group for d in decisions if d.free}
+    return [g for g in DECISION_GROUPS if g in free]
 
 
 @dataclass(frozen=True)

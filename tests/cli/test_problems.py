@@ -36,6 +36,21 @@ def test_instances_lists_every_kind_with_exact_sizes(cli_json):
     assert by_name["tiny-pf-mapping"]["kind"] == "mapping" and by_name["tiny-pf-mapping"]["objective"] == "tokens_per_s"
 
 
+def test_instances_say_which_decision_groups_each_decides(cli_json):
+    by_name = {r["name"]: r["decision_groups"] for r in cli_json("instances")}
+    # tiny-3d: six hardware knobs and tp/batch free, both tiers fixed to "local"
+    assert by_name[TINY] == ["hardware", "parallelism"]
+    # the appliance instances choose where weights and KV live as well
+    assert by_name["pf-llama405b-paper"] == ["hardware", "parallelism", "mapping"]
+    # a mapping: layers to stages, tiers per layer, port attachment
+    assert by_name["tiny-pf-mapping"] == ["mapping", "placement"]
+    assert by_name["tiny-placement-mixtral"] == ["placement"]
+    shown = cli_json("show", TINY)
+    assert shown["decision_groups"] == ["hardware", "parallelism"]
+    groups = {d["name"]: d["group"] for d in shown["decisions"]}
+    assert groups["dram_layers"] == "hardware" and groups["tp"] == "parallelism" and groups["kv_tier"] == "mapping"
+
+
 def test_instances_for_people(cli):
     r = cli("instances")
     assert r.exit_code == 0 and TINY in r.stdout and "tiny-pf-mapping" in r.stdout

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from codesign.errors import InputError
-from codesign.kinds.base import PRESENTATION_KEYS, AuditRow, DecisionInfo, Lint
+from codesign.kinds.base import PRESENTATION_KEYS, AuditRow, DecisionInfo, Lint, decision_groups
 from codesign.kinds.registry import from_data
 
 
@@ -38,8 +38,10 @@ def test_rows_as_records_state_them():
     assert row.as_dict() == {"name": "power", "value": 70.0, "limit": 60.0, "slack": -10.0, "unit": "W", "ok": False}
     assert Lint("c", "error", "m", {"x": 1.0}).as_dict() == {"code": "c", "severity": "error", "message": "m",
                                                              "numbers": {"x": 1.0}}
-    assert DecisionInfo("tp", (1, 2)).as_dict() == {"name": "tp", "domain": [1, 2]}
-    assert DecisionInfo("stages", "3 layers").as_dict() == {"name": "stages", "domain": "3 layers"}
+    assert DecisionInfo("tp", (1, 2), "parallelism").as_dict() == {"name": "tp", "group": "parallelism",
+                                                                   "domain": [1, 2]}
+    assert DecisionInfo("stages", "3 layers", "mapping").as_dict() == {"name": "stages", "group": "mapping",
+                                                                       "domain": "3 layers"}
 
 
 @pytest.mark.parametrize("name", ["tiny-pf-mapping", "tiny-placement-mixtral"])
@@ -48,3 +50,11 @@ def test_explain_budget_and_objective_defaults_of_kinds_that_take_none(name, nam
     assert p.with_budgets([]) is p and p.with_objective(None) is p and p.budget_texts() == []
     with pytest.raises(InputError):
         p.with_budgets(["x <= 1"])
+
+
+def test_decision_groups_count_only_free_decisions_in_a_fixed_order():
+    ds = [DecisionInfo("kv_tier", ("local",), "mapping"), DecisionInfo("tp", (1, 2), "parallelism"),
+          DecisionInfo("dram_layers", (2, 4), "hardware"), DecisionInfo("experts", "a device per expert", "placement")]
+    assert decision_groups(ds) == ["hardware", "parallelism", "placement"]  # kv_tier has one value
+    with pytest.raises(ValueError, match="group 'memory'"):
+        DecisionInfo("x", (1, 2), "memory")

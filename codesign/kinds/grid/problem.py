@@ -34,6 +34,16 @@ from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_i
 #: every ``evaluate`` metric of one workload that a multi-workload record lists per workload
 PER_WORKLOAD_HEADLINE = ("tokens_per_s", "ttft_s", "tpot_s", "energy_per_token_J")
 
+#: the group (``kinds.base.DECISION_GROUPS``) of each schedule decision; every other decision of a
+#: grid instance (the chip, its knobs, pool ports) is "hardware"
+SCHEDULE_GROUPS = {"tp": "parallelism", "pp": "parallelism", "ep": "parallelism", "batch": "parallelism",
+                   "attention_dp": "parallelism", "weights_tier": "mapping", "kv_tier": "mapping"}
+
+
+def decision_group(name: str) -> str:
+    """The group of a grid decision by name (``llama70b.tp``: a workload's ``tp``)."""
+    return SCHEDULE_GROUPS.get(name.rsplit(".", 1)[-1], "hardware")
+
 
 @register
 class Grid(Problem):
@@ -70,7 +80,7 @@ class Grid(Problem):
         return self.inst.objective.resolved_sense  # type: ignore[return-value]
 
     def decisions(self) -> list[DecisionInfo]:
-        return [DecisionInfo(d.name, tuple(d.domain)) for d in self.inst.decisions]
+        return [DecisionInfo(d.name, tuple(d.domain), decision_group(d.name)) for d in self.inst.decisions]
 
     def space_size(self) -> int:
         return space_size(self.inst)

@@ -49,11 +49,12 @@ class Mapping(FixedHardwareProblem):
     def decisions(self) -> list[DecisionInfo]:
         p = self.model
         return [
-            DecisionInfo("layers_per_stage", f"{p.layers} layers in {p.stages} contiguous stages (at least one each)"),
-            DecisionInfo("weights", f"a tier per layer: {', '.join(p.tiers[i].label for i in p.weight_tiers)}"),
-            DecisionInfo("kv", f"a tier per layer: {', '.join(p.tiers[i].label for i in p.kv_tiers)}"),
+            DecisionInfo("layers_per_stage", f"{p.layers} layers in {p.stages} contiguous stages (at least one each)",
+                         "mapping"),
+            DecisionInfo("weights", f"a tier per layer: {', '.join(p.tiers[i].label for i in p.weight_tiers)}", "mapping"),
+            DecisionInfo("kv", f"a tier per layer: {', '.join(p.tiers[i].label for i in p.kv_tiers)}", "mapping"),
             DecisionInfo("attach", f"per device, at most its pool ports of {p.modules} modules" if p.modules
-                         else "no appliance modules"),
+                         else "no appliance modules", "placement"),
         ]
 
     def space_size(self) -> int:

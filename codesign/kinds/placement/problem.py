@@ -44,9 +44,9 @@ class Placement(FixedHardwareProblem):
 
     def decisions(self) -> list[DecisionInfo]:
         pb = self.model
-        out = [DecisionInfo("experts", f"a device (0..{pb.devices - 1}) for each of {pb.experts} experts")]
+        out = [DecisionInfo("experts", f"a device (0..{pb.devices - 1}) for each of {pb.experts} experts", "placement")]
         if pb.tp > 1:
-            out.append(DecisionInfo("groups", f"{pb.groups} groups of {pb.tp} devices over domains {pb.domains}"))
+            out.append(DecisionInfo("groups", f"{pb.groups} groups of {pb.tp} devices over domains {pb.domains}", "placement"))
         return out
 
     def space_size(self) -> int:

@@ -462,3 +462,55 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         audit.append(Audit(c.name, c.family, value, limit, c.unit))
     feasible = bool(not problems and all(a.ok for a in audit) and np.isfinite(internal))
     return Evaluation(design, metrics, per_w, audit, objective, internal, feasible, problems)
+
+
+# --- parts of the headline metrics (plots, reports) ------------------------------------------------
+#: the kind of each term of a stage step's time (the suffix of its product's name)
+TIME_CATEGORY = {
+    "compute": "compute", "memory_local": "memory", "memory_pool": "memory",
+    "scale_up_bw": "network", "scale_up_bw_in_switch": "network", "scale_up_bw_cross": "network",
+    "scale_up_latency": "network", "scale_out_bw": "network", "scale_out_latency": "network",
+    "collective_latency": "network", "overhead": "overhead", "host": "overhead",
+}
+#: the parts of a device's area and design power (hardware columns; a catalog chip has one each)
+AREA_PARTS = ("area_compute_mm2", "area_sram_mm2", "tsv_area_mm2", "area_fixed_logic_mm2")
+POWER_PARTS = ("power_compute_W", "power_dram_W", "power_static_W", "io_power_W")
+
+
+def breakdown(inst: Instance, design: dict[str, Any]) -> dict[str, Any]:
+    """The terms the model sums into a design's time per token (per workload), device area and
+    device power, each from the same forms and columns :func:`evaluate` sums (the parts add up to
+    the metric up to rounding):
+
+    - ``time_per_token_s[workload]``: category (compute, memory, network, overhead, and
+      ``overlapped`` for the overlapped streams' max) -> seconds, summed over phases, each phase
+      weighted as in the metric;
+    - ``area_mm2`` and ``power_W``: part -> value; a catalog chip's total as one part (its die
+      area and TDP are not split by the model).
+    Energy per token by component is in the metrics already (``energy_per_token_<part>_J``)."""
+    hw, scheds, _ = _single(inst, design)
+    row = hw.row(0)
+    times: dict[str, dict[str, float]] = {}
+    for w in inst.workloads:
+        st = scheds[w.name]
+        parts: dict[str, float] = {}
+        for phase in PHASES:
+            key = f"scale.time_per_token_s|{phase}"
+            if key not in st.features:
+                continue
+            form = stage_form(phase, w.precision, key)
+            for p in form.linear:
+                cat = TIME_CATEGORY[p.name.split(".", 1)[1]]
+                parts[cat] = parts.get(cat, 0.0) + float(eval_form(Form((p,)), hw, st)[0, 0])
+            for group in form.maxes:
+                parts["overlapped"] = parts.get("overlapped", 0.0) + float(eval_form(Form((), (group,)), hw, st)[0, 0])
+        times[w.name] = parts
+    if all(k in row for k in AREA_PARTS):
+        area = {k.removesuffix("_mm2").replace("tsv_area", "area_tsv").removeprefix("area_"): row[k] for k in AREA_PARTS}
+    else:
+        area = {"die": row["area_mm2"]}
+    if all(k in row for k in POWER_PARTS):
+        power = {k.removesuffix("_W").replace("io_power", "power_io").removeprefix("power_"): row[k] for k in POWER_PARTS}
+    else:
+        power = {"TDP": row["power_W"]}
+    return {"time_per_token_s": times, "area_mm2": area, "power_W": power}

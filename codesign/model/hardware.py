@@ -248,6 +248,9 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     footprint = area_c + area_sram + area_tsv + c.fixed_logic_area_mm2
     _put(t, "area_mm2", footprint, "logic-die (and stack) footprint, mm²")
     _put(t, "tsv_area_mm2", area_tsv, "area of vertical connections, mm²")
+    _put(t, "area_compute_mm2", area_c, "compute area, mm²")
+    _put(t, "area_sram_mm2", area_sram, "buffer (SRAM) area, mm²")
+    _put(t, "area_fixed_logic_mm2", c.fixed_logic_area_mm2, "fixed logic area (I/O, control), mm²")
 
     volt = compute.voltage_V(clock, c.vf_curve_GHz, c.vf_curve_V)
     v_ref = float(compute.voltage_V(c.reference_clock_GHz, c.vf_curve_GHz, c.vf_curve_V))
@@ -293,6 +296,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     _put(t, "power_compute_W", p_compute, "compute power at peak, W")
     _put(t, "power_static_W", p_static_logic + p_dram_static, "static power (logic leakage + DRAM refresh), W")
     _put(t, "power_dram_W", p_dram_dyn, "DRAM power at full bandwidth, W")
+    _put(t, "io_power_W", ln.io_power_W, "link I/O power, W")
     _put(t, "power_W", power, "device design power (all parts at full load), W")
     _put(t, "static_W", p_static_logic + p_dram_static, "power drawn whenever the device is on, W")
     r_th = thermal.thermal_resistance_C_per_W(layers, th.r0_C_per_W, th.r_per_layer_C_per_W)

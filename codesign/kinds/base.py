@@ -194,6 +194,9 @@ class Problem(ABC):
     objectives: ClassVar[tuple[str, ...]] = ()
     #: ``--budget`` expressions are accepted
     takes_budgets: ClassVar[bool] = False
+    #: the backend ``--solver auto`` (the default) uses for this kind: the faster one to a proof on
+    #: the kind's named instances (BENCHMARKS.md, "Which solver")
+    default_solver: ClassVar[str] = "highs"
     #: writes an instance of this kind as TOML-able data from keyword parameters (``generate``)
     generator: ClassVar[Callable[..., dict[str, Any]] | None] = None
 

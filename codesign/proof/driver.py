@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from codesign.backends import brute
 from codesign.backends import solve as native_solve
 from codesign.backends.result import SolveResult
 from codesign.errors import InputError, ModelError, did_you_mean
@@ -58,12 +59,13 @@ Judge = Callable[[dict[str, Any]], tuple[bool, float, Assessment | None]]
 
 
 def check_solver(solver: str) -> None:
-    """``highs``, ``cpsat`` or ``pyomo:<name>`` (any solver Pyomo drives)."""
-    if solver in SOLVERS or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
+    """``highs``, ``cpsat``, ``brute`` (enumeration: :func:`solve` only) or ``pyomo:<name>``
+    (any solver Pyomo drives)."""
+    if solver in (*SOLVERS, brute.NAME) or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
         return
     raise InputError("unknown solver", key="--solver", value=solver,
-                     expected="highs | cpsat | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
-                     suggestion=did_you_mean(solver, SOLVERS))
+                     expected="highs | cpsat | brute | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
+                     suggestion=did_you_mean(solver, (*SOLVERS, brute.NAME)))
 
 
 def check_limits(time_limit: float | None, threads: int | None = None) -> None:
@@ -80,6 +82,9 @@ def check_limits(time_limit: float | None, threads: int | None = None) -> None:
 def backend_solve(mip, solver: str, **opts: Any) -> SolveResult:
     """One solve of ``mip`` by a native backend or through Pyomo (``pyomo:<name>``), with the
     solvers' gap tolerances at zero."""
+    if solver == brute.NAME:
+        raise InputError("--solver brute enumerates a whole space: it answers solve, pareto and sensitivity, not "
+                         "this question", key="--solver", value=solver, expected="highs | cpsat")
     if solver.startswith("pyomo:"):
         from codesign.backends import pyomo  # Pyomo is imported only when asked for
 
@@ -319,6 +324,8 @@ def solve(
     round always runs). Raises ModelError when the model and a solver disagree."""
     check_solver(solver)
     check_limits(time_limit, threads)
+    if solver == brute.NAME:
+        return _enumerated(problem, time_limit)
     t0 = time.perf_counter()
     form = problem.formulate(solver)
     build_s = time.perf_counter() - t0
@@ -357,6 +364,22 @@ def solve(
         solver_version="" if last is None else last.solver_version,
         parameters={} if last is None else dict(last.parameters),
     )
+
+
+def _enumerated(problem: Problem, time_limit: float | None) -> records.Solution:
+    """``--solver brute``: the problem's own enumeration (:mod:`codesign.backends.brute`) as a record.
+    A finished one proves its best design optimal (the bound is its objective, gap 0) or that no
+    design is feasible; one a time limit stopped keeps its best design and claims no bound."""
+    e = brute.enumerate_space(problem, time_limit)
+    if e.complete:
+        status, bound = ("optimal", e.best.objective) if e.best is not None else ("infeasible", None)
+    else:
+        status, bound = ("feasible" if e.best is not None else "no_solution"), None
+    proof = {"enumerated": "all" if e.complete else "part", "points": e.points, "feasible_points": e.feasible_points,
+             "internal_objective": None if e.best is None else e.best.internal}
+    return records.solution(problem, solver=brute.NAME, status=status, best=e.best, bound=bound,
+                            termination=e.termination, stats={"points": e.points}, build_s=0.0, solve_s=e.seconds,
+                            time_s=e.seconds, proof=proof)
 
 
 def _to_user(problem: Problem) -> Callable[[float | None], float | None]:

@@ -261,7 +261,7 @@ def add_hardware_choice(
             rows = bound_presolve(comp, cons, rows)
     comp.hw_rows = rows
     if len(comp.hw_rows) == 0:
-        comp.empty_reason = "no hardware design meets the hardware-only constraints"
+        comp.empty_reason = comp.empty_reason or "no hardware design meets the hardware-only constraints"
         return
     comp.x = lin.onehot(comp.mip, "hw", [str(int(r)) for r in comp.hw_rows])
 
@@ -303,9 +303,13 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
     v(j) > v*(1 + ``DECOMPOSE_KEEP_RTOL``) cannot be optimal and gets no binary. The MIP then
     proves the optimum over the designs left (near-ties), and its bound holds for all designs.
 
+    When no design is feasible (v(j) = inf for every j) the enumeration is the proof: no rows are
+    returned and ``comp.empty_reason`` says so (the MIP is not solved; proving it infeasible took
+    HiGHS 110 s on deepstack-qwen3-235b under an energy budget just below the minimum).
+
     Skipped (rows returned unchanged) when the evaluation would exceed ``DECOMPOSE_MAX_PAIRS``
-    pairs, when a constraint couples workloads, or when no design is feasible (the MIP then
-    proves infeasibility itself).
+    pairs, when a constraint couples workloads, or when a workload has no valid layout (the MIP
+    then says infeasible).
     """
     inst, tables = comp.inst, comp.tables
     names = {w.name for w in inst.workloads}
@@ -316,8 +320,11 @@ def bound_presolve(comp: Compiled, cons: list[Constraint], rows: np.ndarray) -> 
         return rows  # (a workload without a valid layout: the MIP says infeasible)
     hv = hardware_values(inst, tables, rows, cons=cons, hardware_checked=True, prune=True)
     finite = np.isfinite(hv.total)
+    comp.pruned["hardware-bound"] = int(len(rows) - finite.sum())
     if not finite.any():
-        return rows
+        comp.empty_reason = (f"the bound presolve's enumeration of {hv.pairs} (hardware, schedule) pairs finds no "
+                             "feasible design")
+        return rows[:0]
     best = float(hv.total[finite].min())
     keep = finite & (hv.total <= best + DECOMPOSE_KEEP_RTOL * abs(best))
     comp.pruned["hardware-bound"] = int(len(rows) - keep.sum())

@@ -120,10 +120,10 @@ class Grid(Problem):
         comp = build(self.inst, integer_grid=solver == "cpsat", decompose=presolve)
         return formulation_of(comp)
 
-    def brute_force(self) -> BruteForce:
-        r = brute_force(self.inst)
+    def brute_force(self, *, deadline: float | None = None) -> BruteForce:
+        r = brute_force(self.inst, deadline=deadline)
         best = None if r.design is None else self.assess(r.design)
-        return BruteForce(best, r.points, r.optimal_count)
+        return BruteForce(best, r.points, r.optimal_count, r.complete)
 
     # --- views -------------------------------------------------------------------------------
     def lints(self) -> list[Lint]:

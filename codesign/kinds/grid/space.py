@@ -64,6 +64,7 @@ class BruteForceResult:
     points: int  # structurally feasible design points covered
     seconds: float
     optimal_count: int  # designs within rel_tol of the optimum (ties)
+    complete: bool = True  # False: a deadline stopped the enumeration (the best of the part done)
 
     @property
     def points_per_s(self) -> float:
@@ -185,6 +186,7 @@ class HardwareValues:
     arg: dict[str, np.ndarray]  # workload -> best schedule row per hardware row (-1: none)
     ties: dict[str, np.ndarray]  # workload -> schedules within rel_tol of the best
     pairs: int  # (hardware, schedule) pairs evaluated
+    complete: bool = True  # False: a deadline stopped it (the rows not reached have total inf)
 
 
 def hardware_values(
@@ -198,6 +200,7 @@ def hardware_values(
     hardware_checked: bool = False,
     progress: Callable[[int, int], None] | None = None,
     prune: bool = False,
+    deadline: float | None = None,
 ) -> HardwareValues:
     """Decomposed exact evaluation of the hardware designs ``rows`` (default all), chunk by chunk.
 
@@ -208,7 +211,10 @@ def hardware_values(
     other; after the first, the best design so far is completed exactly (the incumbent), and a
     design whose partial sum already exceeds it is dropped (its ``total`` is inf). Exact for
     the optimum because every objective metric is >= 0 (checked; pruning stops otherwise);
-    ``arg``/``ties`` are then only meaningful for designs left."""
+    ``arg``/``ties`` are then only meaningful for designs left.
+
+    ``deadline`` (a ``time.perf_counter()`` value, not with ``prune``): no chunk is started after
+    it but the first; the rows not reached keep ``total`` inf and ``complete`` is False."""
     if prune and len(inst.workloads) > 1:
         return _hardware_values_pruned(inst, tables, rows, cons=cons, chunk_points=chunk_points,
                                        rel_tol=rel_tol, hardware_checked=hardware_checked)
@@ -232,7 +238,11 @@ def hardware_values(
     else:
         idx = np.arange(len(rows))
     hcols: dict[str, np.ndarray] = {}  # whole hardware columns, computed once for every chunk
+    complete = True
     for start in range(0, len(idx), chunk):
+        if start and deadline is not None and time.perf_counter() > deadline:
+            complete = False
+            break
         sl = idx[start : start + chunk]
         part = rows[sl]
         acc = np.zeros(len(part))
@@ -256,7 +266,7 @@ def hardware_values(
         total[sl] = acc
         if progress:
             progress(start + len(part), len(idx))
-    return HardwareValues(rows, total, arg, ties, pairs)
+    return HardwareValues(rows, total, arg, ties, pairs, complete)
 
 
 def _hardware_values_pruned(inst, tables, rows, *, cons, chunk_points, rel_tol, hardware_checked) -> HardwareValues:
@@ -318,25 +328,29 @@ def brute_force(
     chunk_points: int = 4_000_000,
     rel_tol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
+    deadline: float | None = None,
 ) -> BruteForceResult:
-    """Exact optimum by enumeration (see module docstring)."""
+    """Exact optimum by enumeration (see module docstring); a ``deadline``
+    (``time.perf_counter()``) stops it between chunks with the best design of the part done
+    (``complete`` False)."""
     t0 = time.perf_counter()
     tables = tables or build_tables(inst)
     hw = tables.hw
     if any(s.size == 0 for s in tables.scheds.values()):
         return BruteForceResult(False, None, None, None, 0, time.perf_counter() - t0, 0)
-    hv = hardware_values(inst, tables, chunk_points=chunk_points, rel_tol=rel_tol, progress=progress)
+    hv = hardware_values(inst, tables, chunk_points=chunk_points, rel_tol=rel_tol, progress=progress, deadline=deadline)
     total_count = hw.size * math.prod(s.size for s in tables.scheds.values())
     all_vals = hv.total
     h = int(np.argmin(all_vals))
     best_val = float(all_vals[h])
     if not np.isfinite(best_val):
-        return BruteForceResult(False, None, None, None, total_count, time.perf_counter() - t0, 0)
+        return BruteForceResult(False, None, None, None, total_count, time.perf_counter() - t0, 0, hv.complete)
     design = design_of(inst, tables, h, {w: int(hv.arg[w][h]) for w in hv.arg})
     near = np.flatnonzero(all_vals <= best_val * (1 + rel_tol))
     ties = int(sum(math.prod(int(hv.ties[w][r]) for w in hv.ties) for r in near))
     return BruteForceResult(
-        True, objective_from_internal(inst, best_val), best_val, design, total_count, time.perf_counter() - t0, ties
+        True, objective_from_internal(inst, best_val), best_val, design, total_count, time.perf_counter() - t0, ties,
+        hv.complete,
     )
 
 

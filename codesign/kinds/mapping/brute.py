@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,7 @@ class BruteResult:
     design: MappingDesign | None
     points: int
     feasible_points: int
+    complete: bool = True  # False: a deadline stopped the enumeration
 
 
 def compositions(total: int, parts: int):
@@ -50,7 +52,9 @@ def _sharing_ok(p: MappingProblem, attach) -> bool:
     return all(sum(j in mods for mods in attach) <= p.max_devices_per_module for j in range(p.modules))
 
 
-def brute_force_mapping(p: MappingProblem) -> BruteResult:
+def brute_force_mapping(p: MappingProblem, deadline: float | None = None) -> BruteResult:
+    """Every design evaluated; ``deadline`` (a ``time.perf_counter()`` value): no chunk starts after it
+    but the first, and the result is the best of the part done (``complete`` False)."""
     L = p.layers
     per_layer = len(p.weight_tiers) ** L * len(p.kv_tiers) ** L
     attach_sets = [p.attach_options(d) for d in range(p.stages)]
@@ -70,9 +74,16 @@ def brute_force_mapping(p: MappingProblem) -> BruteResult:
     # and whether module sharing limits hold; every other metric is independent of it
     attachments = [att for att in itertools.product(*attach_sets) if _sharing_ok(p, att)]
     pool_module = np.array([t.module if t.kind == "pool" else -1 for t in p.tiers])
+    started, complete = False, True
     for parts in compositions(L, p.stages):
+        if not complete:
+            break
         pairs = len(w_all) * len(k_all)
         for lo in range(0, pairs, CHUNK):
+            if deadline is not None and time.perf_counter() > deadline and started:
+                complete = False
+                break
+            started = True
             sel = np.arange(lo, min(lo + CHUNK, pairs))
             W = w_all[sel // len(k_all)]
             K = k_all[sel % len(k_all)]
@@ -100,4 +111,4 @@ def brute_force_mapping(p: MappingProblem) -> BruteResult:
                         tuple(p.tiers[t].label for t in K[i]),
                         tuple(tuple(m) for m in attach),
                     )
-    return BruteResult(None if best is None else sense * best_val, best, total, feasible_points)
+    return BruteResult(None if best is None else sense * best_val, best, total, feasible_points, complete)

@@ -102,8 +102,8 @@ class Mapping(FixedHardwareProblem):
             design_vars=design_vars, stats=dict(mm.stats), backend_options=BACKEND_OPTIONS,
         )
 
-    def brute_force(self) -> BruteForce:
-        return self.brute_force_of(brute_force_mapping(self.model))
+    def brute_force(self, *, deadline: float | None = None) -> BruteForce:
+        return self.brute_force_of(brute_force_mapping(self.model, deadline))
 
     def lints(self) -> list[Lint]:
         return render.lints(self.inst)

@@ -4,6 +4,7 @@ the reference the placement MIP is tested against."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +28,13 @@ class BruteResult:
     design: PlacementDesign | None
     points: int
     feasible_points: int
+    complete: bool = True  # False: a deadline stopped the enumeration
 
 
-def brute_force_placement(pb: PlacementProblem) -> BruteResult:
-    """Evaluate every per-expert placement (D^E) under every TP-group partition with the model."""
+def brute_force_placement(pb: PlacementProblem, deadline: float | None = None) -> BruteResult:
+    """Evaluate every per-expert placement (D^E) under every TP-group partition with the model;
+    ``deadline`` (a ``time.perf_counter()`` value): no chunk starts after it but the first, and the
+    result is the best of the part done (``complete`` False)."""
     D, E = pb.devices, pb.experts
     partitions = [[(d,) for d in range(D)]] if pb.tp == 1 else list(set_partitions(list(range(D)), pb.tp))
     total = D**E * len(partitions)
@@ -41,9 +45,16 @@ def brute_force_placement(pb: PlacementProblem) -> BruteResult:
     best: PlacementDesign | None = None
     feasible = 0
     powers = D ** np.arange(E)
+    started, complete = False, True
     for groups in partitions:
+        if not complete:
+            break
         tp_t, tp_e = tp_costs(pb, groups)
         for lo in range(0, D**E, CHUNK):
+            if deadline is not None and time.perf_counter() > deadline and started:
+                complete = False
+                break
+            started = True
             codes = np.arange(lo, min(lo + CHUNK, D**E))
             A = (codes[:, None] // powers[None, :]) % D
             a = assess(pb, A, tp_t, tp_e)
@@ -57,4 +68,4 @@ def brute_force_placement(pb: PlacementProblem) -> BruteResult:
             if score[i] > best_val:
                 best_val = float(score[i])
                 best = PlacementDesign(tuple(int(x) for x in A[i]), tuple(tuple(g) for g in groups))
-    return BruteResult(None if best is None else sense * best_val, best, total, feasible)
+    return BruteResult(None if best is None else sense * best_val, best, total, feasible, complete)

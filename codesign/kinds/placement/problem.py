@@ -87,8 +87,8 @@ class Placement(FixedHardwareProblem):
             design_vars=design_vars, stats=dict(pm.stats), backend_options=BACKEND_OPTIONS,
         )
 
-    def brute_force(self) -> BruteForce:
-        return self.brute_force_of(brute_force_placement(self.model))
+    def brute_force(self, *, deadline: float | None = None) -> BruteForce:
+        return self.brute_force_of(brute_force_placement(self.model, deadline))
 
     def lints(self) -> list[Lint]:
         return host_term_lints([self.inst.spec.devices.chip], self.calibration)

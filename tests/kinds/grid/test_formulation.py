@@ -127,3 +127,22 @@ def test_no_hardware_design_meeting_the_hardware_limits_is_an_empty_formulation(
     raw["budgets"]["area_mm2"] = 10.0
     form = Grid.from_data(raw, source="test").formulate("highs")
     assert form.empty_reason == "no hardware design meets the hardware-only constraints"
+
+
+def test_a_budget_no_design_meets_is_proven_by_the_bound_presolve(named, brute):
+    """An energy budget just below the least energy per token (brute force) leaves no feasible
+    design: the bound presolve's enumeration says so and the MIP is not solved (HiGHS took 110 s
+    to prove the same on deepstack-qwen3-235b); without the presolve the MIP is built and proves
+    it; just above the least energy the solve finds that design."""
+    least = brute(named("tiny-3d-llama8b").with_objective("energy_per_token_J")).best.objective
+    below = named("tiny-3d-llama8b").with_budgets([f"energy_per_token_J <= {least * (1 - 1e-6)!r}"])
+    assert brute(below).best is None
+    form = below.formulate("highs")
+    assert form.empty_reason is not None and "bound presolve" in form.empty_reason
+    assert solve(below).status == "infeasible"
+    whole = formulation_of(build(below.inst, decompose=False))
+    assert whole.empty_reason is None
+    assert run(whole, judge_problem(below), "highs").status == "infeasible"
+    above = named("tiny-3d-llama8b").with_budgets([f"energy_per_token_J <= {least * (1 + 1e-6)!r}"])
+    sol = solve(above.with_objective("energy_per_token_J"))
+    assert sol.status == "optimal" and sol.objective == pytest.approx(least, rel=1e-9)

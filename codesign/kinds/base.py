@@ -183,6 +183,8 @@ class BruteForce:
     best: Assessment | None
     points: int
     feasible_points: int
+    #: every point was enumerated (False: a deadline stopped it; ``best`` is the best of the part done)
+    complete: bool = True
 
 
 class Problem(ABC):
@@ -288,8 +290,9 @@ class Problem(ABC):
         False keeps every design in the MIP, also those a presolve proves worse than the best
         (``export`` writes the whole space)."""
 
-    def brute_force(self) -> BruteForce:
-        """Every design evaluated with the model; ValueError when the space is too large."""
+    def brute_force(self, *, deadline: float | None = None) -> BruteForce:
+        """Every design evaluated with the model; ValueError when the space is too large. No chunk
+        of the enumeration starts after ``deadline`` (a ``time.perf_counter()`` value) but the first."""
         raise ValueError(f"{self.kind} instances have no brute force")
 
     # --- views --------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ class FixedHardwareProblem(Problem):
     def brute_force_of(self, result: Any) -> BruteForce:
         """A kind's brute-force result (``design``, ``points``, ``feasible_points``) as the protocol's."""
         best = None if result.design is None else self.assess(result.design.as_dict())
-        return BruteForce(best, result.points, result.feasible_points)
+        return BruteForce(best, result.points, result.feasible_points, result.complete)
 
     def explain(self, *, solver: str, time_limit: float | None, progress: Any = None) -> dict[str, Any]:
         """Why no design is feasible: the tpot budget (with the least tpot any design reaches, from a

@@ -24,7 +24,7 @@ from codesign.kinds.registry import named_paths
 from codesign.model.calibration import CalibrationSet, load_calibration
 from codesign.proof import records
 from codesign.proof.certify import certify as _certify
-from codesign.proof.driver import Progress
+from codesign.proof.driver import AUTO, Progress
 from codesign.proof.driver import solve as _solve
 
 
@@ -46,13 +46,13 @@ def evaluate(problem: Problem, design: dict[str, Any] | None = None) -> records.
     return records.evaluation(problem, problem.assess(full))
 
 
-def solve(problem: Problem, *, solver: str = "highs", time_limit: float | None = None, threads: int | None = None,
+def solve(problem: Problem, *, solver: str = AUTO, time_limit: float | None = None, threads: int | None = None,
           progress: Progress | None = None) -> records.Solution:
     """The proven optimum (or, within ``time_limit``, the best design found and its bound)."""
     return _solve(problem, solver=solver, time_limit=time_limit, threads=threads, progress=progress)
 
 
-def certify(problem: Problem, design: dict[str, Any] | None = None, *, solver: str = "highs",
+def certify(problem: Problem, design: dict[str, Any] | None = None, *, solver: str = AUTO,
             time_limit: float | None = None, solutions: str | Path | None = None) -> records.Certificate:
     """How far ``design`` (None: the baseline) can be from the best: the bound from a stored
     solution in ``solutions`` (same instance content) or from a solve."""
@@ -60,6 +60,6 @@ def certify(problem: Problem, design: dict[str, Any] | None = None, *, solver: s
                     solutions=None if solutions is None else Path(solutions))
 
 
-def explain(problem: Problem, *, solver: str = "highs", time_limit: float | None = None) -> dict[str, Any]:
+def explain(problem: Problem, *, solver: str = AUTO, time_limit: float | None = None) -> dict[str, Any]:
     """Why no design is feasible: the conflicting constraints and how far to relax each."""
     return problem.explain(solver=solver, time_limit=time_limit)

@@ -123,7 +123,8 @@ BudgetOpt = Annotated[
 DesignOpt = Annotated[Path | None, typer.Option("--design", help="JSON/TOML design file")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="decision=value (repeatable)")]
 NameArg = Annotated[str, typer.Argument(help="a named instance (`codesign instances`) or a path to a .toml file")]
-SolverOpt = Annotated[str, typer.Option("--solver", help="highs | cpsat | pyomo:<name>")]
+SolverOpt = Annotated[str, typer.Option("--solver", help="auto (HiGHS for grids, CP-SAT for mappings and "
+                                                          "placements) | highs | cpsat | brute | pyomo:<name>")]
 TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", help="seconds; the best design and its bound are kept")]
 
 

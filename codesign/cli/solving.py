@@ -61,7 +61,7 @@ def _solve(problem, solver: str, time_limit, threads, quiet: bool) -> records.So
 def solve_cmd(
     ctx: typer.Context,
     name: NameArg,
-    solver: SolverOpt = "highs",
+    solver: SolverOpt = "auto",
     objective: Annotated[str | None, typer.Option("--objective", help="tokens_per_s | energy_per_token_J | tpot_s | ttft_s (hardware/schedule instances)")] = None,
     time_limit: TimeLimitOpt = None,
     threads: ThreadsOpt = None,
@@ -89,7 +89,7 @@ def solve_cmd(
             sol.explanation = problem.explain(solver=solver, time_limit=left, progress=progress.text)
     if cross and not sol.termination.startswith("interrupted"):
         left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
-        second = _solve(problem, other_solver(solver), left, threads, quiet)
+        second = _solve(problem, other_solver(sol.solver), left, threads, quiet)
         if second.termination.startswith("interrupted"):
             sol.cross_check = {"solvers": [sol.solver, second.solver], "agree": None,
                                "note": f"interrupted during the {second.solver} solve: nothing compared"}
@@ -129,7 +129,7 @@ def certify_cmd(
     design: DesignOpt = None,
     sets: SetOpt = None,
     budgets: BudgetOpt = None,
-    solver: SolverOpt = "highs",
+    solver: SolverOpt = "auto",
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds for the bound's solve")] = None,
     solutions: Annotated[Path | None, typer.Option("--solutions", help="directory of stored solutions to take the bound from (default: where `solve --save` writes)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write the certificate JSON here (atomically)")] = None,
@@ -169,7 +169,7 @@ def certify_cmd(
 def check_solution_cmd(
     file: Annotated[Path, typer.Argument(help="a solution record written by `solve --save`")],
     prove: Annotated[bool, typer.Option("--prove/--no-prove", help="prove the verdict again with one solve (default); --no-prove: only what the model re-derives")] = True,
-    solver: SolverOpt = "highs",
+    solver: SolverOpt = "auto",
     time_limit: TimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -185,7 +185,7 @@ def check_solution_cmd(
 def check_certificate_cmd(
     file: Annotated[Path, typer.Argument(help="a certificate written by `certify -o`")],
     prove: Annotated[bool, typer.Option("--prove/--no-prove", help="prove the bound again with one solve (default); --no-prove: only what the model re-derives")] = True,
-    solver: SolverOpt = "highs",
+    solver: SolverOpt = "auto",
     time_limit: TimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -212,7 +212,7 @@ def explain_cmd(
     ctx: typer.Context,
     name: NameArg,
     budgets: BudgetOpt = None,
-    solver: SolverOpt = "highs",
+    solver: SolverOpt = "auto",
     time_limit: TimeLimitOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from codesign.errors import InputError, ModelError
 from codesign.kinds.base import Assessment, Problem
 from codesign.proof import records
-from codesign.proof.driver import solve
+from codesign.proof.driver import AUTO, solve
 from codesign.proof.tolerances import CONFIRM_RTOL, GAP_TOL
 
 
@@ -50,7 +50,7 @@ def certify(
     problem: Problem,
     design: dict[str, Any],
     *,
-    solver: str = "highs",
+    solver: str = AUTO,
     time_limit: float | None = None,
     solutions: Path | None = None,
     source: str = "design",

@@ -23,7 +23,7 @@ from codesign.kinds.registry import from_data, load, named_paths
 from codesign.model.calibration import SHIPPED_NAME, CalibrationSet, load_calibration
 from codesign.proof import certify as certify_mod
 from codesign.proof import records
-from codesign.proof.driver import confirm_optimal, solve
+from codesign.proof.driver import AUTO, choose_solver, confirm_optimal, solve
 from codesign.proof.tolerances import CONFIRM_RTOL, RECHECK_RTOL
 from codesign.schema import is_file
 
@@ -101,7 +101,7 @@ def _number(x: Any) -> bool:
     return isinstance(x, str) and x in ("inf", "-inf")
 
 
-def check_solution(path: str | Path, *, prove: bool = False, solver: str = "highs",
+def check_solution(path: str | Path, *, prove: bool = False, solver: str = AUTO,
                    time_limit: float | None = None) -> dict[str, Any]:
     """Re-verify a stored solution: its instance, its design with the model, every stated field; an
     optimal solution's bound is its verified objective. With ``prove`` the bound is proved again by
@@ -151,6 +151,7 @@ def check_solution(path: str | Path, *, prove: bool = False, solver: str = "high
 
 def _prove_solution(rec: records.Solution, problem: Problem, solver: str, time_limit: float | None) -> tuple[list[str], str]:
     """(problems, words for the report) of proving a solution's verdict again."""
+    solver = choose_solver(problem, solver)
     if rec.status == "optimal" and rec.design is not None:
         internal = problem.assess(problem.parse_design(rec.design)).internal
         r = confirm_optimal(problem, internal, solver=solver, time_limit=time_limit)
@@ -182,7 +183,7 @@ def _ties(bound: float, objective: float) -> bool:
     return abs(bound - objective) <= CONFIRM_RTOL * max(abs(objective), 1e-300) or bound == objective
 
 
-def check_certificate(path: str | Path, *, prove: bool = True, solver: str = "highs",
+def check_certificate(path: str | Path, *, prove: bool = True, solver: str = AUTO,
                       time_limit: float | None = None) -> dict[str, Any]:
     """Re-derive a certificate (module docstring). With ``prove`` (the default) the bound is
     proved again: a solve asks for a design better than the witness (a certificate without a

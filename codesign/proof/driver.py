@@ -48,6 +48,8 @@ from codesign.proof.tolerances import (
 
 #: the native backends; ``pyomo:<name>`` reaches any solver Pyomo drives
 SOLVERS = ("highs", "cpsat")
+#: ``--solver auto``: the problem's kind chooses (:func:`choose_solver`)
+AUTO = "auto"
 
 #: a round a backend answers with an error is solved once more with these options
 RETRY_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"options": {"presolve": "off"}}}
@@ -59,13 +61,20 @@ Judge = Callable[[dict[str, Any]], tuple[bool, float, Assessment | None]]
 
 
 def check_solver(solver: str) -> None:
-    """``highs``, ``cpsat``, ``brute`` (enumeration: :func:`solve` only) or ``pyomo:<name>``
+    """``auto``, ``highs``, ``cpsat``, ``brute`` (enumeration: :func:`solve` only) or ``pyomo:<name>``
     (any solver Pyomo drives)."""
-    if solver in (*SOLVERS, brute.NAME) or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
+    if solver in (AUTO, *SOLVERS, brute.NAME) or (solver.startswith("pyomo:") and len(solver) > len("pyomo:")):
         return
     raise InputError("unknown solver", key="--solver", value=solver,
-                     expected="highs | cpsat | brute | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
-                     suggestion=did_you_mean(solver, (*SOLVERS, brute.NAME)))
+                     expected="auto | highs | cpsat | brute | pyomo:<name> (e.g. pyomo:highs, pyomo:cbc)",
+                     suggestion=did_you_mean(solver, (AUTO, *SOLVERS, brute.NAME)))
+
+
+def choose_solver(problem: Problem, solver: str) -> str:
+    """The backend that solves ``problem``: ``auto`` is the kind's :attr:`Problem.default_solver`
+    (HiGHS for hardware/schedule grids, CP-SAT for mappings and placements); any other name is
+    itself."""
+    return problem.default_solver if solver == AUTO else solver
 
 
 def check_limits(time_limit: float | None, threads: int | None = None) -> None:
@@ -313,7 +322,7 @@ def confirm_with_highs(problem: Problem, cutoff: float | None = None) -> Callabl
 def solve(
     problem: Problem,
     *,
-    solver: str = "highs",
+    solver: str = AUTO,
     time_limit: float | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
@@ -324,6 +333,7 @@ def solve(
     round always runs). Raises ModelError when the model and a solver disagree."""
     check_solver(solver)
     check_limits(time_limit, threads)
+    solver = choose_solver(problem, solver)
     if solver == brute.NAME:
         return _enumerated(problem, time_limit)
     t0 = time.perf_counter()
@@ -396,11 +406,12 @@ def _to_user(problem: Problem) -> Callable[[float | None], float | None]:
     return convert
 
 
-def confirm_optimal(problem: Problem, internal: float, *, solver: str = "highs",
+def confirm_optimal(problem: Problem, internal: float, *, solver: str = AUTO,
                     time_limit: float | None = None) -> Run:
     """Is ``internal`` (a design's internal objective) the optimum? One solve for a design better
     by more than ``CONFIRM_RTOL``, judged by the model: status "infeasible" proves it is (ties
     within the tolerance aside); a best design refutes it; anything else leaves it open."""
+    solver = choose_solver(problem, solver)
     form = problem.formulate(solver)
     if form.empty_reason:
         return Run("infeasible", None, math.inf, None, 0, 0, 0.0, 0, None, f"presolve: {form.empty_reason}")

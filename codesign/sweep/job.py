@@ -43,7 +43,7 @@ class Job:
     objective: str | None = None
     calibration: str | None = None
     calibration_sha256: str | None = None
-    solver: str = "highs"
+    solver: str = "auto"
     time_limit: float | None = None
     threads: int | None = None
 

@@ -3,7 +3,7 @@
 ```toml
 instances = ["small-3d-llama8b", "tiny-3d-llama8b", "my/instance.toml"]  # names, or paths from here
 objectives = ["tokens_per_s", "energy_per_token_J"]  # optional; grid instances only
-solver = "highs"        # optional: highs | cpsat | pyomo:<name>
+solver = "auto"         # optional: auto | highs | cpsat | pyomo:<name>
 time_limit = 600        # optional: seconds per point (the best design and its bound are kept)
 threads = 1             # optional: solver threads per point (default: cores // workers)
 
@@ -81,7 +81,7 @@ class SweepFile(Strict):
 
     instances: list[StrictStr] = Field(min_length=1)
     objectives: list[StrictStr] = Field(default_factory=list)
-    solver: StrictStr = "highs"
+    solver: StrictStr = "auto"
     time_limit: Number | None = None
     threads: StrictInt | None = Field(default=None, ge=0)
     grid: dict[str, list[Number]] = Field(default_factory=dict)

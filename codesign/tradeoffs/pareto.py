@@ -28,7 +28,7 @@ from typing import Any
 from codesign.errors import InputError, ModelError, did_you_mean
 from codesign.kinds.base import Problem
 from codesign.model.budgets import DECISION_METRICS, HARDWARE_METRICS, WORKLOAD_METRICS
-from codesign.proof.driver import solve
+from codesign.proof.driver import AUTO, solve
 
 #: the bound metric must improve by more than this (relative) from one point to the next; above the
 #: model's feasibility tolerance (1e-9: a budget holds within it), so a budget tightened by it
@@ -134,7 +134,7 @@ def frontier(
     x: str,
     y: str,
     *,
-    solver: str = "highs",
+    solver: str = AUTO,
     max_points: int | None = None,
     time_limit: float | None = None,
     progress: Callable[[str], None] | None = None,

@@ -30,7 +30,7 @@ from codesign.errors import InputError
 from codesign.kinds.base import Problem
 from codesign.kinds.registry import from_data
 from codesign.model.budgets import parse_budget
-from codesign.proof.driver import solve
+from codesign.proof.driver import AUTO, solve
 from codesign.proof.tolerances import CONFIRM_RTOL
 
 #: a breakpoint is located to this fraction of the varied range
@@ -140,7 +140,7 @@ def sensitivity(
     problem: Problem,
     vary: str,
     *,
-    solver: str = "highs",
+    solver: str = AUTO,
     time_limit: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Sensitivity:

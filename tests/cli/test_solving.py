@@ -39,7 +39,9 @@ def test_solve_json_has_the_record_keys_and_the_brute_force_optimum(kind, cli_js
     p = named(KINDS[kind])
     data = cli_json("solve", KINDS[kind])
     assert set(data) >= SOLVE_KEYS
-    assert data["kind"] == kind and data["status"] == "optimal" and data["solver"] == "highs"
+    # --solver auto (the default): HiGHS on grids, CP-SAT on mappings and placements
+    assert data["kind"] == kind and data["status"] == "optimal"
+    assert data["solver"] == {"grid": "highs", "mapping": "cpsat", "placement": "cpsat"}[kind]
     assert data["objective"] == pytest.approx(brute(p).best.objective, rel=RTOL[kind])
     assert data["gap"] is not None and abs(data["gap"]) <= 1e-6
     assert data["cross_check"] is None and data["explanation"] is None
@@ -56,6 +58,9 @@ def test_solve_with_pyomo_highs_on_other_kinds(kind, cli_json, named, brute):
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_solve_cross_check(kind, cli_json):
     cc = cli_json("solve", KINDS[kind], "--cross-check")["cross_check"]
+    first = "highs" if kind == "grid" else "cpsat"  # the default's choice, then the other one
+    assert cc["solvers"] == [first, {"highs": "cpsat", "cpsat": "highs"}[first]] and cc["agree"] is True
+    cc = cli_json("solve", KINDS[kind], "--cross-check", "--solver", "highs")["cross_check"]
     assert cc["solvers"] == ["highs", "cpsat"] and cc["agree"] is True
 
 

@@ -816,3 +816,13 @@ def test_a_confirming_round_highs_fails_in_presolve_is_retried_without_it():
     assert sol.status == "optimal", sol.termination
     assert "retried without presolve" in sol.termination
     assert sol.objective == pytest.approx(p.brute_force().best.objective, rel=1e-9)
+
+
+def test_auto_is_each_kinds_default_solver(named):
+    # HiGHS for hardware/schedule grids, CP-SAT for the assignment MIPs of mappings and placements
+    assert driver.choose_solver(named("tiny-3d-llama8b"), "auto") == "highs"
+    assert driver.choose_solver(named("tiny-pf-mapping"), "auto") == "cpsat"
+    assert driver.choose_solver(named("tiny-placement-mixtral"), "auto") == "cpsat"
+    assert driver.choose_solver(named("tiny-placement-mixtral"), "highs") == "highs"
+    assert driver.choose_solver(named("tiny-placement-mixtral"), "pyomo:highs") == "pyomo:highs"
+    assert driver.solve(named("tiny-pf-mapping")).solver == "cpsat"

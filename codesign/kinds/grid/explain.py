@@ -28,7 +28,7 @@ from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.space import build_tables
 from codesign.model.budgets import as_written, written_relaxation
 from codesign.model.evaluate import Constraint, constraints
-from codesign.proof.driver import Run, run
+from codesign.proof.driver import AUTO, Run, choose_solver, run
 
 #: a violation this small (in the constraint's own unit, relative to its size) counts as a tie
 #: when minimising one that is near zero
@@ -62,13 +62,14 @@ class _Stopped(Exception):
         self.why = why
 
 
-def explain(problem: Problem, *, solver: str = "highs", time_limit: float | None = None, progress: Any = None) -> dict[str, Any]:
+def explain(problem: Problem, *, solver: str = AUTO, time_limit: float | None = None, progress: Any = None) -> dict[str, Any]:
     """Minimal conflicting constraints and the least relaxation of each (module docstring).
 
     Returns ``feasible``, ``conflicts``, ``relaxations``, ``solves``, ``seconds``, ``note`` and
     ``complete`` (False when ``time_limit`` or Ctrl-C stopped it: what is listed holds, the rest
     is unknown)."""
     inst = problem.inst  # type: ignore[attr-defined]
+    solver = choose_solver(problem, solver)
     t0 = time.perf_counter()
     deadline = _Deadline(time_limit)
     tables = build_tables(inst)

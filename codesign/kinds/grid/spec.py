@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.model.budgets import defined_budgets, parse_budget
@@ -179,7 +179,9 @@ class SystemSpec(Strict):
 
     devices: int = Field(gt=0)
     scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
-    topology: Literal["switch", "ring", "torus-2d", "hierarchical"] = "hierarchical"
+    topology: str = Field(default="hierarchical", description=(
+        "how devices connect; only 'hierarchical' is modelled: rings inside each scale-up domain "
+        "and across domains, in the switch where the interconnect reduces in-network"))
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
     scale_out: str | None = None
     appliance: str | None = Field(default=None, description="pooled-memory appliance id")
@@ -191,6 +193,16 @@ class SystemSpec(Strict):
     )
     #: above absolute zero
     ambient_C: float = Field(default=45.0, gt=-273.15)
+
+    @field_validator("topology")
+    @classmethod
+    def _modelled_topology(cls, v: str) -> str:
+        if v != "hierarchical":
+            raise ValueError(
+                f"topology {v!r} is not modelled: collectives are priced as rings inside each scale-up domain "
+                "and across domains (in the switch where the interconnect reduces in-network), which is "
+                "'hierarchical'; leave `topology` out or set it to \"hierarchical\"")
+        return v
 
 
 class HardwareSpec(Strict):

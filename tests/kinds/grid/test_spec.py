@@ -126,6 +126,15 @@ def test_the_probe_instance_is_valid(tmp_path: Path) -> None:
     assert evaluate(inst, inst.baseline()).feasible
 
 
+def test_a_topology_the_model_does_not_price_is_refused(tmp_path: Path) -> None:
+    # collectives are priced on the hierarchical system only; a torus was accepted and ignored
+    base = BASE.replace("[system]\n", "[system]\ntopology = \"hierarchical\"\n", 1)
+    assert load_instance(str(write(tmp_path, base))).system.topology == "hierarchical"
+    for topo in ("torus-2d", "ring", "switch"):
+        e = load_error(write(tmp_path, BASE.replace("[system]\n", f"[system]\ntopology = \"{topo}\"\n", 1)))
+        assert e.key == "system.topology" and "is not modelled" in str(e) and "hierarchical" in str(e)
+
+
 def test_unknown_hardware_decision_with_did_you_mean(tmp_path: Path) -> None:
     e = load_error(broken(tmp_path, "dram_layers = [2, 4]", "dram_layer = [2, 4]"))
     assert e.key is not None and e.key.startswith("hardware")

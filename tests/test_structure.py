@@ -16,7 +16,7 @@ ROOT = PACKAGE.parent
 LAZY_IMPORTS = {
     ("codesign", "codesign.api"): "`import codesign` stays light; the API loads on first use",
     ("codesign.proof.driver", "codesign.backends.pyomo"): "Pyomo takes a second to import; only pyomo:<name> needs it",
-    ("codesign.calibration.plot", "matplotlib"): "matplotlib, optional (the test extra), only for --plot",
+    ("codesign.calibration.plot", "matplotlib"): "matplotlib takes ~0.5 s to import; only --plot needs it",
     ("codesign.tradeoffs.plot", "matplotlib"): "matplotlib takes ~0.5 s to import; only --plot needs it",
     ("codesign.cli.sweep", "codesign.sweep.executor"): "dask.distributed and pyarrow add ~0.5 s of CPU to every "
                                                        "command's start (`codesign --help`: 1.2 -> 1.7 s); only sweep needs them",

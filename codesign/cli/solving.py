@@ -34,6 +34,7 @@ from codesign.cli.problems import AllOpt, design_from, load_problem
 from codesign.cli.render import print_evaluation, print_explanation, proof_line, status_line
 from codesign.errors import InputError
 from codesign.jsonio import dumps, write_text_atomic
+from codesign.kinds.grid.robust import check_robust, solve_robust
 from codesign.paths import user_solutions_dir
 from codesign.proof import records
 from codesign.proof.certify import certify
@@ -51,9 +52,10 @@ def exit_code(sol: records.Solution) -> int:
     return 0 if sol.status in ("optimal", "feasible") else EXIT_NONE
 
 
-def _solve(problem, solver: str, time_limit, threads, quiet: bool) -> records.Solution:
+def _solve(problem, solver: str, time_limit, threads, quiet: bool, robust: bool = False) -> records.Solution:
     with Progress(f"{solver}: {problem.name}", quiet=quiet) as progress:
-        return solve(problem, solver=solver, time_limit=time_limit, threads=threads, progress=progress.solve)
+        how = solve_robust if robust else solve
+        return how(problem, solver=solver, time_limit=time_limit, threads=threads, progress=progress.solve)
 
 
 @app.command("solve")
@@ -70,6 +72,7 @@ def solve_cmd(
     save: Annotated[bool, typer.Option("--save", help="write the solution record (atomically) and the ledger")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out-dir", help="where --save writes (default: the user's data directory, `codesign solve --help`)")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="--save replaces a stored solution even when it is better (a proven optimum, a better objective)")] = False,
+    robust: Annotated[bool, typer.Option("--robust", help="several workloads: the hardware minimising the worst relative regret against each workload's own optimum (default: the weighted sum)")] = False,
     everything: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -82,18 +85,27 @@ def solve_cmd(
     quiet = session(ctx).quiet or as_json
     t0 = time.perf_counter()
     problem = load_problem(ctx, name, budgets, objective)
-    sol = _solve(problem, solver, time_limit, threads, quiet)
+    if robust:
+        check_robust(problem)
+        if save or out_dir is not None:
+            raise InputError("--save writes records of the instance's own objective; a --robust solution is printed "
+                             "only", key="--robust", suggestion="--json > FILE keeps it")
+    sol = _solve(problem, solver, time_limit, threads, quiet, robust)
     if sol.status == "infeasible":
         with Progress(f"explain: {problem.name}", quiet=quiet) as progress:
             left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
-            sol.explanation = problem.explain(solver=solver, time_limit=left, progress=progress.text)
+            how = "auto" if solver == "brute" else solver  # (explain solves MIPs)
+            sol.explanation = problem.explain(solver=how, time_limit=left, progress=progress.text)
     if cross and not sol.termination.startswith("interrupted"):
         left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
-        second = _solve(problem, other_solver(sol.solver), left, threads, quiet)
+        second = _solve(problem, other_solver(sol.solver), left, threads, quiet, robust)
         if second.termination.startswith("interrupted"):
             sol.cross_check = {"solvers": [sol.solver, second.solver], "agree": None,
                                "note": f"interrupted during the {second.solver} solve: nothing compared"}
             sol.termination = f"interrupted (during the cross-check's {second.solver} solve)"
+        elif robust:  # compared on the worst ratio σ: a regret near 0 has no relative precision
+            sol.cross_check = {**cross_check(*(x.model_copy(update={"objective": x.proof["internal_objective"]})
+                                               for x in (sol, second))), "compared": "the worst ratio (internal)"}
         else:
             sol.cross_check = cross_check(sol, second)
     if save or out_dir is not None:
@@ -101,11 +113,23 @@ def solve_cmd(
         if not as_json:
             out.print(f"{done} {path}")
     if as_json:
-        emit_json(sol.as_dict())
+        emit_json({**sol.as_dict(), **({k: sol.proof["robust"][k] for k in ("regret", "workload_optima")}
+                                       if "robust" in sol.proof else {})})
     else:
         print_solution(problem, sol, everything=everything)
+        if "robust" in sol.proof:
+            print_regrets(sol.proof["robust"])
     if code := exit_code(sol):
         raise typer.Exit(code)
+
+
+def print_regrets(robust: dict[str, Any]) -> None:
+    """Each workload's regret at the robust design and its own optimum."""
+    regret = robust.get("regret") or {}
+    for w, o in robust["workload_optima"].items():
+        r = "-" if w not in regret else f"{regret[w]:.4%}"
+        out.print(f"  {escape(w)}: regret {r} (its own optimum {robust['weighted_objective']} {fmt(o['objective'])}, "
+                  f"{o['status']})", highlight=False)
 
 
 def print_solution(problem, sol: records.Solution, *, everything: bool) -> None:

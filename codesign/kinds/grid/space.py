@@ -310,6 +310,36 @@ def _hardware_values_pruned(inst, tables, rows, *, cons, chunk_points, rel_tol, 
     return HardwareValues(rows, total, arg, ties, pairs)
 
 
+def workload_values(
+    inst: Instance,
+    tables: Tables,
+    rows: np.ndarray | None = None,
+    *,
+    cons: list | None = None,
+    hardware_checked: bool = False,
+    deadline: float | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], bool]:
+    """Per workload, on each hardware design of ``rows`` (default all): its least objective metric
+    (unweighted, SI: s/token for a throughput objective) over its feasible schedules, ``inf`` where
+    none is feasible or the hardware breaks a hardware-only constraint, and the schedule row that
+    reaches it (-1: none). Exact for the same reason as :func:`hardware_values`: a workload's
+    constraints involve the hardware and that workload only. The third value is False when
+    ``deadline`` stopped an evaluation (rows not reached are ``inf``)."""
+    rows = np.arange(tables.hw.size) if rows is None else np.asarray(rows)
+    cons = constraints(inst, tables.hw, tables.scheds) if cons is None else cons
+    values: dict[str, np.ndarray] = {}
+    args: dict[str, np.ndarray] = {}
+    complete = True
+    for w in inst.workloads:
+        own = [c for c in cons if c.workload in (None, w.name)]
+        hv = hardware_values(_OneWorkload(inst, w.name), tables, rows, cons=own, hardware_checked=hardware_checked,
+                             deadline=deadline)
+        values[w.name] = hv.total / w.weight
+        args[w.name] = hv.arg[w.name]
+        complete &= hv.complete
+    return values, args, complete
+
+
 class _OneWorkload:
     """An instance seen through one of its workloads (for per-workload evaluation)."""
 

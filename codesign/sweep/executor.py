@@ -11,12 +11,17 @@ the :class:`Outcome`. :class:`Executor` runs jobs
 - on an existing cluster (``scheduler="tcp://HOST:PORT"``: one solve per worker thread), or
 - one after another in this process (``workers=0``: no dask at all),
 
-and yields each :class:`Outcome` as it finishes. At most a window of jobs (twice the cluster's
-threads, plus two) is submitted at a time, so a study of 10^5 points holds a few futures, not
-10^5. A worker that dies loses only the points it was running: the scheduler runs them again on
-another worker (up to ``distributed.scheduler.allowed-failures`` times, then the point fails with
-the dask ``KilledWorker`` error). ``sweep`` uses it; so can any command whose solves are
-independent (pareto, sensitivity).
+and yields each :class:`Outcome` as it finishes. On dask, jobs travel in *tasks*: one job per
+task while jobs take :data:`TASK_TARGET_S` or more, else as many as fill that time (the mean job
+time so far decides; at most :data:`MAX_JOBS_PER_TASK`). Dask's own cost is a few milliseconds of
+the scheduler's and the client's time per task (BENCHMARKS.md §6), as much as a 3D point's whole
+solve, and on a small machine the client shares the cores with the workers. At most a window of
+tasks (twice the cluster's threads, plus two) is submitted at a time, so a study of 10^5 points
+holds a few futures, not 10^5. A worker that dies loses only the task it was running: the
+scheduler runs it again on another worker (up to ``distributed.scheduler.allowed-failures`` times,
+then its points fail with the dask ``KilledWorker`` error); at most :data:`TASK_TARGET_S` of
+solving is redone. ``sweep`` uses it; so can any command whose solves are independent
+(sensitivity).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -39,6 +45,10 @@ from codesign.sweep.job import Job, Outcome, run_job
 CONNECT_TIMEOUT_S = 10
 #: seconds between two refreshes of the cluster's thread count (a remote cluster grows and shrinks)
 THREADS_REFRESH_S = 2.0
+#: seconds of solving a dask task carries: jobs shorter than this travel several to a task
+TASK_TARGET_S = 0.3
+#: the most jobs one task carries
+MAX_JOBS_PER_TASK = 64
 
 
 def cores() -> int:
@@ -49,7 +59,20 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-__all__ = ["Executor", "Job", "Outcome", "cores", "run_job"]
+__all__ = ["Executor", "Job", "Outcome", "cores", "run_job", "run_jobs"]
+
+
+def run_jobs(jobs: list[Job]) -> list[Outcome]:
+    """One dask task: its jobs solved one after another (:func:`run_job`)."""
+    return [run_job(job) for job in jobs]
+
+
+def jobs_per_task(seconds: float, count: int) -> int:
+    """How many jobs the next task carries, given ``count`` jobs finished in ``seconds`` (summed
+    job times): one until a job has finished, then enough to fill :data:`TASK_TARGET_S`."""
+    if count == 0 or seconds <= 0:
+        return 1
+    return max(1, min(MAX_JOBS_PER_TASK, int(TASK_TARGET_S / (seconds / count))))
 
 
 class IgnoreInterrupt(WorkerPlugin):
@@ -103,8 +126,12 @@ class Executor:
         self.dashboard: str | None = None
         self._threads = 1
         self._threads_at = -float("inf")
-        self._pending: dict[str, Job] = {}
+        self._pending: dict[str, list[Job]] = {}  # task key -> its jobs (in this process: the job)
         self._futures: dict[str, Any] = {}
+        self._ready: deque[Outcome] = deque()  # received from a task, not yet yielded
+        self.job_seconds = 0.0  # summed over the outcomes received (sizes the tasks)
+        self.jobs_done = 0
+        self.tasks = 0  # dask tasks submitted
 
     # --- the cluster --------------------------------------------------------------------------------
     def __enter__(self) -> Executor:
@@ -143,6 +170,7 @@ class Executor:
             cluster.close(timeout=10)
         self._pending.clear()
         self._futures.clear()
+        self._ready.clear()
 
     def threads(self) -> int:
         """Jobs that can run at once: the cluster's worker threads (1 in this process)."""
@@ -160,7 +188,8 @@ class Executor:
 
     @property
     def running(self) -> int:
-        """Jobs being solved now (submitted ones beyond the cluster's threads wait)."""
+        """Jobs being solved now (a task solves one at a time; tasks beyond the cluster's threads
+        wait)."""
         return min(len(self._pending), self.threads()) if self.client is not None else len(self._pending)
 
     # --- running jobs -------------------------------------------------------------------------------
@@ -173,11 +202,12 @@ class Executor:
                 raise RuntimeError("Executor.map outside its `with` block")
             yield from self._in_process(jobs)
             return
+        self._ready.clear()
         yield from self._on_dask(self.client, iter(jobs))
 
     def _in_process(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         for job in jobs:
-            self._pending = {job.key: job}
+            self._pending = {job.key: [job]}
             outcome = run_job(job)
             self._pending = {}
             yield outcome
@@ -187,32 +217,59 @@ class Executor:
     def _on_dask(self, client: Client, jobs: Iterator[Job]) -> Iterator[Outcome]:
         done = as_completed(loop=client.loop)
         futures = self._futures
+        keys: set[str] = set()  # the jobs' keys sent in this call (each job once)
         exhausted = False
 
         def top_up() -> None:
             nonlocal exhausted
-            while not exhausted and len(self._pending) < 2 * self.threads() + 2:
-                job = next(jobs, None)
-                if job is None:
+            chunks: list[list[Job]] = []
+            size = jobs_per_task(self.job_seconds, self.jobs_done)
+            while not exhausted and len(self._pending) + len(chunks) < 2 * self.threads() + 2:
+                chunk = []
+                for job in jobs:
+                    if job.key in keys:
+                        raise ValueError(f"two jobs with the key {job.key!r}")
+                    keys.add(job.key)
+                    chunk.append(job)
+                    if len(chunk) == size:
+                        break
+                else:
                     exhausted = True
-                    return
-                key = f"codesign-point-{job.key}"
-                if key in self._pending:
-                    raise ValueError(f"two jobs with the key {job.key!r}")
-                fut = client.submit(run_job, job, key=key, pure=False)
-                self._pending[key] = job
+                if chunk:
+                    chunks.append(chunk)
+            if not chunks:
+                return
+            names = [f"codesign-point-{c[0].key}" if len(c) == 1 else f"codesign-points-{c[0].key}-{len(c)}"
+                     for c in chunks]
+            for key, fut, chunk in zip(names, client.map(run_jobs, chunks, key=names, pure=False), chunks,
+                                       strict=True):
+                self._pending[key] = chunk
                 futures[key] = fut
                 done.add(fut)
+            self.tasks += len(chunks)
 
         top_up()
         while self._pending:
             fut = next(done)
-            job = self._pending.pop(fut.key)
+            chunk = self._pending.pop(fut.key)
             futures.pop(fut.key, None)
             try:
-                outcome = fut.result()
+                outcomes = fut.result()
             except Exception as exc:  # KilledWorker (died too often), a cancelled or lost future
-                outcome = Outcome(job, error=f"{type(exc).__name__}: {exc}", error_kind="lost")
+                outcomes = [Outcome(job, error=f"{type(exc).__name__}: {exc}", error_kind="lost") for job in chunk]
             fut.release()
+            for o in outcomes:
+                if o.error_kind != "lost":
+                    self.job_seconds += o.seconds
+                    self.jobs_done += 1
+            self._ready.extend(outcomes)
             top_up()
-            yield outcome
+            while self._ready:
+                yield self._ready.popleft()
+
+    def undelivered(self) -> list[Outcome]:
+        """Outcomes received from a task but not yet yielded when the caller stopped iterating
+        :meth:`map` (Ctrl-C between two outcomes of one task): solved points to keep."""
+        out = list(self._ready)
+        self._ready.clear()
+        return out

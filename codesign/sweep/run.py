@@ -189,6 +189,8 @@ def run_sweep(sweep: Sweep, out: str | Path, executor: Executor, *,
                 every = max(TABLES_EVERY_S, 10 * (last_tables - t_tables))  # at most a tenth of the time
     except KeyboardInterrupt:
         interrupted = True
+        for outcome in executor.undelivered():  # (solved in a task whose other outcomes arrived)
+            saver.submit(by_key[outcome.job.key], outcome)
     finally:
         try:
             account(saver.collect(block=True))  # what finished is saved before anything stops

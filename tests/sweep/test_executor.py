@@ -1,7 +1,8 @@
 """codesign.sweep.executor and codesign.sweep.job: jobs run in this process, on a local cluster
 and on a real dask cluster (scheduler and workers as subprocesses); every outcome equals the
-direct solve; a bad job is an outcome, not an exception; a worker killed mid-sweep loses only its
-running point, which another worker solves (each point solved once)."""
+direct solve; a bad job is an outcome, not an exception; short jobs travel several to a dask task,
+each returned once; a worker killed mid-sweep loses only its running point, which another worker
+solves (each point solved once)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from codesign.errors import InputError
 from codesign.kinds.registry import load
 from codesign.proof.driver import solve
 from codesign.proof.tolerances import AGREEMENT_RTOL
-from codesign.sweep.executor import Executor, Job, cores, run_job
+from codesign.sweep import executor
+from codesign.sweep.executor import MAX_JOBS_PER_TASK, Executor, Job, cores, jobs_per_task, run_job
 from codesign.sweep.run import run_sweep
 from codesign.sweep.spec import load_sweep
 from sweep.dask_cluster import DaskCluster
@@ -81,6 +83,31 @@ def test_a_local_cluster_solves_what_the_driver_solves():
         o = outs[f"p{b}"]
         assert o.ok and o.worker.startswith("tcp://127.0.0.1:")
         assert o.record["objective"] == pytest.approx(direct(TINY, [f"power_W <= {b}"]).objective, rel=1e-9)
+
+
+def test_jobs_per_task_fill_the_target_time():
+    assert jobs_per_task(0.0, 0) == 1  # nothing known yet: one job a task
+    assert jobs_per_task(10.0, 5) == 1  # 2 s jobs: one a task
+    assert jobs_per_task(1.0, 100) == int(executor.TASK_TARGET_S / 0.01)
+    assert jobs_per_task(1e-6, 1000) == MAX_JOBS_PER_TASK
+
+
+def test_short_jobs_travel_several_to_a_task_and_each_outcome_comes_once(monkeypatch):
+    monkeypatch.setattr(executor, "TASK_TARGET_S", 1e6)  # once a job has finished: as many as allowed
+    budgets = (60, 65, 70, 75, 80, 85, 90, 100, 110, 120)
+    big = {f"p{b}" for b in budgets[4:]}  # 4 one-job tasks fill the window; the 5th carries the rest
+    with Executor(1) as ex:
+        outcomes = ex.map(jobs(budgets))
+        got = []
+        for o in outcomes:
+            got.append(o)
+            if o.job.key in big:
+                break
+        outcomes.close()  # the caller stops (Ctrl-C) between two outcomes of that task
+        rest = ex.undelivered()
+        assert ex.tasks == 5 and ex.undelivered() == []
+    assert sorted(o.job.key for o in rest) == sorted(big - {got[-1].job.key})
+    assert len({o.job.key for o in got + rest}) == len(got + rest) and all(o.ok for o in got + rest)
 
 
 def test_a_killed_worker_loses_only_its_running_point(tmp_path):

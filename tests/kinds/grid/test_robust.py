@@ -66,7 +66,9 @@ def enumerated() -> dict:
     own = {w: max(b.values()) for w, b in best.items()}
     worst = {hw: max(1 - best[w][hw] / own[w] for w in SCHEDULES)
              for hw in itertools.product(*HARDWARE.values()) if all(hw in best[w] for w in SCHEDULES)}
-    return {"own": own, "worst": worst, "robust": min(worst.values())}
+    weight = {w["name"]: w["weight"] for w in tiny_data()["workloads"]}
+    mix = {hw: sum(weight.values()) / sum(weight[w] / best[w][hw] for w in SCHEDULES) for hw in worst}
+    return {"own": own, "best": best, "worst": worst, "robust": min(worst.values()), "mix": mix}
 
 
 def test_regret_by_hand():
@@ -90,6 +92,12 @@ def test_the_robust_design_is_the_enumerated_one(tiny, enumerated, solver):
     assert max(robust["regret"].values()) == pytest.approx(sol.objective, rel=1e-12)
     hw = tuple(sol.design[k] for k in HARDWARE)
     assert enumerated["worst"][hw] == pytest.approx(enumerated["robust"], rel=1e-7)
+    # among the designs of least worst regret, the best weighted mix, each workload on its best schedule
+    tied = [h for h, v in enumerated["worst"].items() if v <= enumerated["robust"] * (1 + 1e-9) + 1e-12]
+    assert sol.proof["tie_break"]["used"]
+    assert sol.metrics["tokens_per_s"] == pytest.approx(max(enumerated["mix"][h] for h in tied), rel=1e-9)
+    for w, own in enumerated["own"].items():
+        assert robust["regret"][w] == pytest.approx(1 - enumerated["best"][w][hw] / own, rel=1e-9, abs=1e-12)
     assert tiny.assess(tiny.parse_design(sol.design)).feasible
 
 

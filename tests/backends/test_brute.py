@@ -13,6 +13,7 @@ from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.registry import from_data
 from codesign.proof.driver import solve
 from codesign.tradeoffs.pareto import frontier
+from codesign.tradeoffs.sensitivity import sensitivity
 
 #: the MIPs meet the model to ~1e-9 (grids: the same arithmetic); ties closer than the driver's
 #: confirming tolerance (1e-7) may differ
@@ -84,3 +85,15 @@ def test_pareto_by_enumeration_equals_the_mip_frontier(named):
     assert len(by_brute.points) == len(by_highs.points) >= 2
     for mine, theirs in zip(by_brute.points, by_highs.points, strict=True):
         assert (mine.x, mine.y) == pytest.approx((theirs.x, theirs.y), rel=RTOL)
+
+
+def test_sensitivity_by_enumeration_equals_the_mip(named):
+    p = named("tiny-3d-llama8b")
+    vary = "power_W <= 30..80 step 10"
+    by_brute, by_highs = sensitivity(p, vary, solver="brute"), sensitivity(p, vary, solver="highs")
+    assert [pt.status for pt in by_brute.points] == [pt.status for pt in by_highs.points]
+    assert "infeasible" in [pt.status for pt in by_brute.points]  # 30 W: nothing fits
+    for mine, theirs in zip(by_brute.points, by_highs.points, strict=True):
+        assert (mine.objective is None) == (theirs.objective is None)
+        if mine.objective is not None:
+            assert mine.objective == pytest.approx(theirs.objective, rel=RTOL)

@@ -249,13 +249,17 @@ def robust_presolve(comp: Compiled, cons: list, rows: np.ndarray, optima: dict[s
 
 def workload_optima(grid: Grid, *, solver: str, time_limit: float | None = None,
                     threads: int | None = None) -> dict[str, WorkloadOptimum]:
-    """Each workload's own optimum (:func:`alone`), proven by the driver; m*_w is the model's value
-    of the proven design."""
+    """Each workload's own optimum (:func:`alone`), proven by the driver within ``time_limit`` for
+    them all; m*_w is the model's value of the proven design. Ctrl-C during one is re-raised."""
     metric = OBJECTIVE_METRIC[grid.inst.objective.metric]
     out: dict[str, WorkloadOptimum] = {}
+    t0 = time.perf_counter()
     for w in grid.inst.workloads:
         sub = alone(grid, w.name)
-        sol = solve(sub, solver=solver, time_limit=time_limit, threads=threads)
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+        sol = solve(sub, solver=solver, time_limit=left, threads=threads)
+        if sol.termination.startswith("interrupted"):
+            raise KeyboardInterrupt
         value = None
         if sol.design is not None:
             value = sub.assess(sub.parse_design(sol.design)).detail.workload_metrics[w.name][metric]

@@ -88,7 +88,9 @@ def _grid(problem: Problem, assessed: dict[str, Any]) -> Breakdown:
         Panel("device power (design power, all parts at full load)", "power_W", "W", power_bars,
               note="a catalog chip's TDP is not split by the model" if chip else ""),
         Panel("device area", "area_mm2", "mm²", area_bars,
-              note="a catalog chip's die area is not split by the model" if chip else ""),
+              note=("a catalog chip's die area is not split by the model" if chip else "")
+              + ("; 0 mm² is a die area the catalog marks not public" if chip and any(
+                  x.total == 0 for x in area_bars) else "")),
     ])
 
 

@@ -41,7 +41,10 @@ def frontier_plot(frontier: Any, path: str | Path | IO[bytes], *, label_keys: tu
     ax.set_title(f"{frontier.instance}: {len(pts)} proven points ({state})", fontsize=10)
     ax.grid(True, lw=0.3)
     legend.axis("off")
-    lines = [f"{i:>2}  " + ", ".join(_short(k, p.design.get(k)) for k in keys) for i, p in enumerate(pts, 1)]
+    # each point's design on at most two lines that fit beside the axes (long decisions shortened)
+    lines = [row for i, p in enumerate(pts, 1) for row in textwrap.wrap(
+        ", ".join(_short(k, p.design.get(k)) for k in keys), 64, initial_indent=f"{i:>2}  ", subsequent_indent="    ",
+        max_lines=2, placeholder=" …")]
     legend.text(0.0, 1.0, "\n".join(lines[:40]) + ("\n..." if len(lines) > 40 else ""), va="top", ha="left",
                 family="monospace", fontsize=7, transform=legend.transAxes)
     fig.tight_layout()
@@ -62,8 +65,12 @@ def _save(plt: Any, fig: Any, target: str | Path | IO[bytes]) -> Path | IO[bytes
 
 
 def _short(key: str, value: Any) -> str:
-    v = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"{key}={v}"
+    """``key=value`` compactly: floats as %g, lists without quotes or spaces."""
+    def compact(v: Any) -> str:
+        if isinstance(v, list | tuple):
+            return "[" + ",".join(compact(x) for x in v) + "]"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    return f"{key}={compact(value)}"
 
 
 def sensitivity_plot(result: Any, path: str | Path | IO[bytes]) -> Path | IO[bytes]:

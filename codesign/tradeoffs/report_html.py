@@ -34,7 +34,7 @@ h1{font-size:26px;margin-bottom:4px}h2{font-size:20px;margin-top:34px;border-bot
 h3{font-size:16px;margin-top:22px}
 table{border-collapse:collapse;margin:8px 0 14px;font-size:13.5px}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f7}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#f3f5f7}tbody th{white-space:nowrap;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .muted{color:#57606a;font-size:13px}.ok{color:#116329;font-weight:600}.warn{color:#9a6700;font-weight:600}
 .bad{color:#b3261e;font-weight:600}.changed{background:#fff8c5}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-weight:600;font-size:13px}

@@ -1,7 +1,8 @@
 """BENCHMARKS.md from benchmarks/BENCHMARKS.template.md and the result files (nothing is measured
 here): the recorded comparison run's tables (from :mod:`plots`) and the re-measured figures of
 solve_named.json, mapping_solve_named.json, mapping_cpsat_workers.json, mapping_solve.json,
-stress_exactness*.json and explain_least.json, each with its run's command, date, commit and load.
+stress_exactness*.json, explain_least.json and sweep.json, each with its run's command, date,
+commit and load.
 
     python benchmarks/plots.py        # figures, tables, then this
 """
@@ -411,6 +412,55 @@ def solver_section(sn: dict | None, ms: dict | None) -> dict[str, str]:
     return {"SOLVER_SUMMARY": summary, "SOLVER_TABLE": "\n".join(lines)}
 
 
+SWEEP_NAMES = {"3d": "3D tiles", "3d-large": "larger 3D instances", "catalog": "catalog slice"}
+
+
+def sweep_section(doc: dict | None) -> dict[str, str]:
+    """§6: the sweeps of sweep.json, four ways each (median of the repeats, and each way's best)."""
+    if not doc or not doc.get("sweeps"):
+        return {"SWEEP_TABLE": "(not measured: run `python benchmarks/sweep.py`)", "SWEEP_NOTES": "",
+                "SWEEP_SHORT": "not measured", "T_SWEEP": "–"}
+    rows = ["| sweep | points | CPU per point, in one process | loop | in process | 1 worker | 2 workers "
+            "| 2 workers / 1 (best runs) | overhead per point: 1 worker, 2 workers | points per task: 1, 2 workers "
+            "| other jobs' cores during the runs |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    short, notes = [], []
+    for name, sw in doc["sweeps"].items():
+        s = sw["summary"]
+        med, best = s["median"], s["best"]
+        cpu = s.get("cpu_s_per_point", {}).get("in process", {})
+        per = cpu.get("client_s")
+        over = med["overhead_per_point_s"]
+        ppt = s.get("points_per_task", {})
+        others = [v for span in s.get("others_cores", {}).values() for v in span]
+        label = SWEEP_NAMES.get(name, name)
+        rows.append(
+            f"| {label} | {s['points']} | {'–' if per is None else f'{per * 1e3:.0f} ms'} "
+            f"| {med['loop_s']:.1f} s | {med['in_process_s']:.1f} s | {med['one_worker_s']:.1f} s "
+            f"| {med['two_workers_s']:.1f} s | **{med['speedup_2_over_1']:.2f}x** ({best['speedup_2_over_1']:.2f}x) "
+            f"| {over['1 worker'] * 1e3:.1f} ms, {over['2 workers'] * 1e3:.1f} ms "
+            f"| {_span([ppt.get('1 worker')], '{:.1f}')}, {_span([ppt.get('2 workers')], '{:.1f}')} "
+            f"| {_span(others, '{:.2f}')} |")
+        short.append(f"{label} {med['speedup_2_over_1']:.2f}x")
+        lo, hi = s["loadavg_range"]
+        scale = s.get("tables_at_scale")
+        noop = s.get("noop_task_s", {})
+        notes.append(
+            f"- **{label}** ({', '.join(f'{k} {v}' for k, v in s['statuses'].items())}; every way gave every "
+            f"point the same status and objective: {'yes' if s['all_agree'] else '**no**'}): load average "
+            f"{lo:.2f}–{hi:.2f}; {med['points_per_worker_hour']:,.0f} points per worker-hour on 1 worker; "
+            f"saving a point's record and ledger took {s['save_s_per_point'] * 1e3:.1f} ms of a saving thread; "
+            f"dask's empty task {_span([noop.get('1 worker')], '{:.4f}')} s on 1 worker, "
+            f"{_span([noop.get('2 workers')], '{:.4f}')} s on 2; "
+            f"{s['disk_per_point_bytes']['points_bytes'] / 1024:.1f} KiB of records per point"
+            + (f"; writing the tables of {scale['rows']:,} rows took {scale['seconds']:.1f} s "
+               f"({scale['parquet_bytes'] / 2**20:.1f} MiB parquet, {scale['csv_bytes'] / 2**20:.0f} MiB CSV)"
+               if scale else "") + ".")
+    when = f"{_when(doc)}; {doc.get('repeats')} repeats, interleaved; `{doc.get('command')}`"
+    return {"SWEEP_TABLE": "\n".join(rows), "SWEEP_NOTES": "\n".join(notes), "SWEEP_WHEN": when,
+            "SWEEP_SHORT": "2 workers / 1: " + ", ".join(short), "T_SWEEP": _secs(doc.get("wall_s"))}
+
+
 def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict | None, figs: Path) -> None:
     """BENCHMARKS.md from benchmarks/BENCHMARKS.template.md, the recorded comparison run and the
     re-measured result files."""
@@ -449,7 +499,7 @@ def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict 
     sn, ms, full, wk = read("solve_named.json"), read("mapping_solve_named.json"), read("mapping_solve.json"), read("mapping_cpsat_workers.json")
     stress, sym, expl = read("stress_exactness.json"), read("stress_exactness_symmetry.json"), read("explain_least.json")
     fills.update({**named_section(sn), **mapping_section(ms, full, wk), **exactness_section(stress, sym, expl),
-                  **solver_section(sn, ms)})
+                  **solver_section(sn, ms), **sweep_section(read("sweep.json"))})
     if sn and named:  # are §3's optima the model's of today (§1's)?
         today = {r["instance"]: r["solvers"][next(iter(r["solvers"]))]["objective"] for r in sn["results"]}
         same = [abs(r["optimum"] / today[r["instance"]] - 1) <= 2e-6 for r in named["results"]

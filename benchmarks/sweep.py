@@ -1,11 +1,15 @@
-"""Two 240-point sweeps, each solved four ways: each point's solve by the driver in a plain loop,
+"""Three 240-point sweeps, each solved four ways: each point's solve by the driver in a plain loop,
 the sweep in this process (``--workers 0``), on a local dask cluster of 1 worker and of 2 workers.
 
 Every point is a proven solve through :func:`codesign.proof.driver.solve`; every way must give
 every point the same status and objective (to 1e-9 relative), or the script exits 1. The SPECs
 (kept in the results):
 
-- ``3d``: three 3D-stacked instances x two objectives x ten power budgets x four clock caps;
+- ``3d``: three 3D-stacked instances x two objectives x ten power budgets x four clock caps
+  (points of 10-200 ms);
+- ``3d-large``: the same axes on the three larger 3D-stacked instances (DeepSeek-V3 with expert
+  parallelism, Qwen3-235B, a multi-workload mix: points of 0.05-0.5 s, the cost of realistic
+  studies);
 - ``catalog``: a slice of a catalog study, ``dgx-llama70b-chip-choice`` with six catalog chips x
   five models x two objectives x four system power budgets (a quarter infeasible, most of those
   proved so by the presolve): the points the docs' 10^5-point estimate is made of.
@@ -14,8 +18,11 @@ Every solve gets one solver thread, so the speed-up is that of solving points si
 a solver's threads.
 
 Measured per run: the wall time of the sweep (the cluster's start and stop are timed apart), the
-1-minute load average before and after (other jobs share the cores), and on a cluster the time of
-2,000 empty tasks after the sweep (dask's own cost per task). Derived: the overhead per
+1-minute load average before and after, the CPU seconds of this process (the client, which on a
+local cluster also hosts the scheduler), of its worker processes and of everything else on the
+machine (other jobs share the cores: a run they took a core from says so), the dask tasks the
+points travelled in, and on a cluster the time of 2,000 empty tasks after the sweep (dask's own
+cost per task). Derived: the overhead per
 point of the sweep machinery (in process: records, journal, tables; on dask: the same plus
 scheduling and transfer) against the plain loop, the speed-up of 2 workers over 1, and points per
 worker-hour. Runs are interleaved (loop, in process, 1 worker, 2 workers, then again); the
@@ -39,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import psutil  # (a dependency of dask.distributed)
 from common import RESULTS, load, machine
 
 from codesign.jsonio import write_json_atomic
@@ -52,6 +60,15 @@ OUT = RESULTS / "sweep.json"
 SPECS = {
     "3d": """\
 instances = ["tiny-3d-llama8b", "small-3d-llama8b", "deepstack-llama70b-decode"]
+objectives = ["tokens_per_s", "energy_per_token_J"]
+threads = 1
+
+[grid]
+"power_W <=" = [40, 50, 60, 70, 80, 90, 100, 120, 140, 160]
+"clock_GHz <=" = [1.2, 1.5, 2.0, 2.5]
+""",
+    "3d-large": """\
+instances = ["deepstack-qwen3-235b", "deepstack-deepseek-v3-ep", "deepstack-multi-workload"]
 objectives = ["tokens_per_s", "energy_per_token_J"]
 threads = 1
 
@@ -78,6 +95,38 @@ RTOL = 1e-9
 NOOP_TASKS = 2000
 
 
+class CPU:
+    """CPU seconds spent between :meth:`start` and :meth:`stop`: by this process, by its children
+    (the local cluster's workers; children that ended before ``stop`` are not counted, so stop
+    before closing the cluster) and by the rest of the machine."""
+
+    def __init__(self):
+        self.me = psutil.Process()
+
+    @staticmethod
+    def _busy() -> float:
+        t = psutil.cpu_times()
+        return t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
+
+    def _children(self) -> dict[int, float]:
+        out = {}
+        for c in self.me.children(recursive=True):
+            try:
+                out[c.pid] = sum(c.cpu_times()[:2])
+            except psutil.Error:
+                pass
+        return out
+
+    def start(self) -> None:
+        self.t0, self.kids0, self.busy0 = sum(self.me.cpu_times()[:2]), self._children(), self._busy()
+
+    def stop(self) -> dict[str, float]:
+        me, kids, busy = sum(self.me.cpu_times()[:2]), self._children(), self._busy()
+        client = me - self.t0
+        workers = sum(v - self.kids0.get(pid, 0.0) for pid, v in kids.items())
+        return {"client_s": client, "workers_s": workers, "others_s": max(0.0, busy - self.busy0 - client - workers)}
+
+
 def loop(sweep) -> tuple[float, dict[str, tuple[str, float | None]]]:
     """Each point's solve by the driver, one after another: no records, no journal, no tables."""
     t0 = time.perf_counter()
@@ -96,9 +145,12 @@ def swept(sweep, workers: int, directory: Path) -> dict:
     ex.__enter__()
     started = time.perf_counter()
     noop_s = None
+    cpu = CPU()
+    cpu.start()
     try:
         summary = run_sweep(sweep, directory, ex)
         ended = time.perf_counter()
+        cpu_s = cpu.stop()
         if ex.client is not None:  # dask's own cost of a task: NOOP_TASKS empty ones at once
             t1 = time.perf_counter()
             ex.client.gather(ex.client.map(abs, range(NOOP_TASKS), pure=False))
@@ -116,6 +168,7 @@ def swept(sweep, workers: int, directory: Path) -> dict:
     results = {k: (e["status"], e.get("objective_value")) for k, e in entries.items()}
     assert summary.solved == len(sweep.points) and summary.failed == 0, summary.failures
     return {"wall_s": ended - started, "start_s": started - t0, "stop_s": stopped - closing, "noop_task_s": noop_s,
+            "cpu_s": cpu_s, "tasks": ex.tasks if ex.mode != "process" else None,
             "statuses": list(results.values()),
             "solve_s_sum": sum(e["time_s"] for e in entries.values()), "save_s": summary.save_s, "disk": sizes,
             "results": results}
@@ -157,8 +210,10 @@ def measure(name: str, sweep, work: Path, repeats: int) -> tuple[list[dict], boo
         for mode, workers in MODES:
             before = load()
             if workers is None:
+                cpu = CPU()
+                cpu.start()
                 wall, results = loop(sweep)
-                run = {"wall_s": wall, "results": results}
+                run = {"wall_s": wall, "results": results, "cpu_s": cpu.stop()}
             else:
                 run = swept(sweep, workers, work / f"out-{name}-{workers}")
             results = run.pop("results")
@@ -168,8 +223,10 @@ def measure(name: str, sweep, work: Path, repeats: int) -> tuple[list[dict], boo
             run.update({"mode": mode, "workers": workers, "repeat": rep, "loadavg_before": before,
                         "loadavg_after": load(), "agrees": same})
             runs.append(run)
+            c = run["cpu_s"]
             print(f"{name:>8} {mode:>10}: {run['wall_s']:.2f} s for {n} points (load {before:.2f} -> "
-                  f"{run['loadavg_after']:.2f}){'' if same else '  RESULTS DIFFER'}", flush=True)
+                  f"{run['loadavg_after']:.2f}; CPU s: client {c['client_s']:.1f}, workers {c['workers_s']:.1f}, "
+                  f"others {c['others_s']:.1f}){'' if same else '  RESULTS DIFFER'}", flush=True)
     return runs, ok
 
 
@@ -183,6 +240,10 @@ def derived(n: int, seq: float, inproc: float, one: float, two: float) -> dict:
         "speedup_2_over_1": one / two, "speedup_2_over_loop": seq / two,
         "points_per_worker_hour": n / one * 3600,
     }
+
+
+def _span_of(values: list[float]) -> list[float]:
+    return [min(values), max(values)]
 
 
 def summarise(sweep, runs: list[dict], ok: bool) -> dict:
@@ -210,6 +271,11 @@ def summarise(sweep, runs: list[dict], ok: bool) -> dict:
         "statuses": dict(sorted(Counter(s for s, _ in first["statuses"]).items())),
         "disk_per_point_bytes": {k: v / n for k, v in first["disk"].items()},
         "loadavg_range": [min(r["loadavg_before"] for r in runs), max(r["loadavg_after"] for r in runs)],
+        "cpu_s_per_point": {m: {k: statistics.median(r["cpu_s"][k] for r in runs if r["mode"] == m) / n
+                                for k in ("client_s", "workers_s", "others_s")} for m in modes},
+        "others_cores": {m: _span_of([r["cpu_s"]["others_s"] / r["wall_s"] for r in runs if r["mode"] == m])
+                         for m in modes},
+        "points_per_task": {m: n / med(m, "tasks") for m in ("1 worker", "2 workers")},
         "all_agree": ok,
     }
 

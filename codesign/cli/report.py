@@ -42,7 +42,7 @@ def report_cmd(
     name: NameArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="the .html file to write (atomically)")],
     x: Annotated[str, typer.Option("--x", help="the frontier's first metric (`codesign metrics`)")] = "tokens_per_s",
-    y: Annotated[str, typer.Option("--y", help="the frontier's second metric")] = "energy_per_token_J",
+    y: Annotated[str | None, typer.Option("--y", help="the frontier's second metric (default energy_per_token_J; power_W with several workloads)")] = None,
     max_points: Annotated[int, typer.Option("--max-points", help="at most this many frontier points")] = 12,
     pareto_time_limit: Annotated[float | None, typer.Option("--pareto-time-limit", help="seconds for the whole frontier")] = 120.0,
     sensitivity_points: Annotated[int, typer.Option("--sensitivity-points", help="values of each binding budget (2..50)")] = 5,
@@ -58,7 +58,7 @@ def report_cmd(
     check_limits(time_limit)
     output_file(output, option="--output", suffixes=(".html", ".htm"))
     for key, m in (("--x", x), ("--y", y)):
-        if m not in known_metrics():
+        if m is not None and m not in known_metrics():
             raise InputError("not a metric", key=key, value=m, expected="a name `codesign metrics` lists")
     options = Options(solver=solver, time_limit=time_limit, x=x, y=y, max_points=max_points,
                       pareto_time_limit=pareto_time_limit, sensitivity_points=sensitivity_points,

@@ -70,16 +70,18 @@ def _grid(problem: Problem, assessed: dict[str, Any]) -> Breakdown:
     names = [w.name for w in inst.workloads]
     many = len(names) > 1
     time_bars, energy_bars, power_bars, area_bars = [], [], [], []
-    for label, a in assessed.items():
-        parts = model_breakdown(inst, a.design)
-        for w in names:
-            key = None if not many else w
-            wl = f"{label} · {w}" if many else label
-            time_bars.append(Bar(wl, parts["time_per_token_s"][w], _metric(a.metrics, key, "time_per_token_s")))
+    parts = {label: model_breakdown(inst, a.design) for label, a in assessed.items()}
+    # workload by workload, each design's bar beside the other's
+    for w in names:
+        key = None if not many else w
+        for label, a in assessed.items():
+            wl = f"{w} · {label}" if many else label
+            time_bars.append(Bar(wl, parts[label]["time_per_token_s"][w], _metric(a.metrics, key, "time_per_token_s")))
             energy_bars.append(Bar(wl, {p: _metric(a.metrics, key, f"energy_per_token_{p}_J") for p in ENERGY_PARTS},
                                    _metric(a.metrics, key, "energy_per_token_J")))
-        power_bars.append(Bar(label, parts["power_W"], a.metrics["power_W"]))
-        area_bars.append(Bar(label, parts["area_mm2"], a.metrics["area_mm2"]))
+    for label, a in assessed.items():
+        power_bars.append(Bar(label, parts[label]["power_W"], a.metrics["power_W"]))
+        area_bars.append(Bar(label, parts[label]["area_mm2"], a.metrics["area_mm2"]))
     chip = inst.hardware.family != "stacked-3d"
     return Breakdown(problem.name, problem.kind, [
         Panel("time per token", "time_per_token_s", "s", time_bars,

@@ -59,6 +59,11 @@ def num(x: Any, unit: str = "") -> str:
     return f'<span title="{e(repr(x))}">{e(shown)}</span>' + (f" {e(unit)}" if unit else "")
 
 
+def gap(x: float | None) -> str:
+    """A relative gap, also in percent."""
+    return num(x) if x is None or x == 0 else f"{num(x)} ({100 * x:.4g} %)"
+
+
 def unit_of(metric: str) -> str:
     """The unit a metric's name states (``_s``, ``_J``, ``_W``, ``_mm2``, ``_B``) or its headline unit."""
     if metric in HEADLINE_METRICS:
@@ -170,10 +175,11 @@ def _instance(r: Report) -> str:
     if budgets:
         custom = {(b.get("name") or f"budgets.custom[{i}]"): b.get("expr", "")
                   for i, b in enumerate(p.data.get("budgets", {}).get("custom", []))}
+        written = [f"<code>{e(custom[a.name[7:-1]])}</code>" if a.name.startswith("budget[") and a.name[7:-1] in custom
+                   else "" for a in budgets]
+        rows = [[e(a.name), num(a.limit), e(a.unit)] + ([w] if any(written) else []) for a, w in zip(budgets, written, strict=True)]
         out += "<h3>Budgets and SLOs</h3>" + table(
-            ["constraint", "limit", "unit", "as written"],
-            [[e(a.name), num(a.limit), e(a.unit), f"<code>{e(custom[a.name[7:-1]])}</code>"
-              if a.name.startswith("budget[") and a.name[7:-1] in custom else ""] for a in budgets], {1})
+            ["constraint", "limit", "unit"] + (["as written"] if any(written) else []), rows, {1})
     lints = r.baseline.lints
     out += "<h3>Lints</h3>"
     if not lints:
@@ -200,7 +206,7 @@ def _optimum(r: Report) -> str:
         ["status", _badge(sol.status)],
         [f"objective ({p.sense} {p.metric})", num(sol.objective, unit)],
         ["bound", num(sol.bound, unit)],
-        ["relative gap", num(sol.gap)],
+        ["relative gap", gap(sol.gap)],
         ["gap tolerance (verified)", num(tol)],
         ["solver", e(f"{sol.solver} {sol.solver_version}")],
         ["termination", e(sol.termination)],
@@ -300,7 +306,7 @@ def _certificate(r: Report) -> str:
         ["feasible", "yes" if c.feasible else '<span class="bad">no</span>'],
         [f"objective ({c.sense} {c.objective_metric})", num(c.objective, unit)],
         ["bound on the best design", num(c.bound, unit)],
-        ["relative gap to the bound", num(c.gap)],
+        ["relative gap to the bound", gap(c.gap)],
         ["bound from", e(f"{src.source} ({src.solver}, {src.status})")],
     ])
     if c.violations:

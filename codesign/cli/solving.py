@@ -39,7 +39,7 @@ from codesign.paths import user_solutions_dir
 from codesign.proof import records
 from codesign.proof.certify import certify
 from codesign.proof.check import check_certificate, check_solution
-from codesign.proof.driver import check_limits, check_solver, cross_check, other_solver, solve
+from codesign.proof.driver import check_limits, check_solver, choose_solver, cross_check, other_solver, solve
 
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="solver threads / workers (0: the solver's choice)")]
 
@@ -53,7 +53,7 @@ def exit_code(sol: records.Solution) -> int:
 
 
 def _solve(problem, solver: str, time_limit, threads, quiet: bool, robust: bool = False) -> records.Solution:
-    with Progress(f"{solver}: {problem.name}", quiet=quiet) as progress:
+    with Progress(f"{choose_solver(problem, solver)}: {problem.name}", quiet=quiet) as progress:
         how = solve_robust if robust else solve
         return how(problem, solver=solver, time_limit=time_limit, threads=threads, progress=progress.solve)
 

@@ -3,8 +3,7 @@
 An instance names one or more workloads (each with its serving scenario and schedule decisions),
 a system (device count, interconnect, optional pooled-memory appliance), the hardware family with
 its hardware decisions, budgets, an objective and a baseline design. Files carry units in key
-names; :func:`load_instance` converts nothing itself: conversions to SI happen once, in the model's
-feature builders, from these named fields.
+names; conversions to SI happen once, in the model's feature builders, from these named fields.
 
 Decision names: hardware decisions are global (``dram_layers``); schedule decisions belong to a
 workload and are addressed as ``tp`` when the instance has one workload and ``<workload>.tp``
@@ -179,9 +178,7 @@ class SystemSpec(Strict):
 
     devices: int = Field(gt=0)
     scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
-    topology: str = Field(default="hierarchical", description=(
-        "how devices connect; only 'hierarchical' is modelled: rings inside each scale-up domain "
-        "and across domains, in the switch where the interconnect reduces in-network"))
+    topology: str = Field(default="hierarchical", description="how devices connect: only 'hierarchical' is modelled")
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
     scale_out: str | None = None
     appliance: str | None = Field(default=None, description="pooled-memory appliance id")
@@ -197,11 +194,9 @@ class SystemSpec(Strict):
     @field_validator("topology")
     @classmethod
     def _modelled_topology(cls, v: str) -> str:
-        if v != "hierarchical":
-            raise ValueError(
-                f"topology {v!r} is not modelled: collectives are priced as rings inside each scale-up domain "
-                "and across domains (in the switch where the interconnect reduces in-network), which is "
-                "'hierarchical'; leave `topology` out or set it to \"hierarchical\"")
+        if v != "hierarchical":  # collectives are rings inside scale-up domains and across them
+            raise ValueError(f"topology {v!r} is not modelled: collectives are priced as rings inside each scale-up "
+                             "domain and across domains, 'hierarchical'; leave `topology` out")
         return v
 
 

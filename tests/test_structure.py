@@ -21,6 +21,7 @@ LAZY_IMPORTS = {
     ("codesign.cli.sweep", "codesign.sweep.executor"): "dask.distributed and pyarrow add ~0.5 s of CPU to every "
                                                        "command's start (`codesign --help`: 1.2 -> 1.7 s); only sweep needs them",
     ("codesign.cli.sweep", "codesign.sweep.run"): "the same: it imports the executor and pyarrow",
+    ("codesign.tradeoffs.sensitivity", "codesign.sweep.executor"): "the same: only sensitivity --workers needs dask",
 }
 
 

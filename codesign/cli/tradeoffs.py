@@ -89,17 +89,21 @@ def sensitivity_cmd(
     solver: SolverOpt = "auto",
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds per solve")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="write the curve as a PNG/SVG/PDF")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="solve the range's values on a local dask cluster of N workers (default: one after another in this process)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The proven optimum at each value of a budget or parameter, the breakpoints where the optimal
     design changes (located by bisection), and the marginal value per unit between the points."""
     check_solver(solver)
     check_limits(time_limit)
+    if workers is not None and workers < 0:
+        raise InputError("a number of workers", key="--workers", value=workers,
+                         expected=">= 1 (a local dask cluster), or 0 to solve in this process")
     if plot is not None:
         output_file(plot, option="--plot", suffixes=PLOT_SUFFIXES)
     problem = load_problem(ctx, name, budgets)
     with Progress(f"sensitivity: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
-        r = sensitivity(problem, vary, solver=solver, time_limit=time_limit, progress=progress.text)
+        r = sensitivity(problem, vary, solver=solver, time_limit=time_limit, progress=progress.text, workers=workers)
     if plot is not None:
         sensitivity_plot(r, plot)
     if as_json:

@@ -4,6 +4,7 @@ References: every point equals a direct ``solve --budget`` at that value; on tin
 optimum of tokens/s under ``power_W <= v`` changes exactly where the tokens/s-power frontier has
 a point (a frontier point's power is where a better design becomes affordable), so every located
 breakpoint interval holds one frontier power and every frontier power in the range lies in one.
+The range's values solved on a local dask cluster (``workers``) give the same answer.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ def test_marginal_values_are_difference_quotients_of_proven_optima(power_sweep):
         assert m["unit"] == "tokens_per_s per unit of power_W"
 
 
+def test_the_range_on_a_dask_cluster_gives_the_same_answer(power_sweep):
+    r = sensitivity(load(TINY), "power_W <= 30..80 step 10", workers=1)
+    assert [p.as_dict() for p in r.points] == [p.as_dict() for p in power_sweep.points]
+    assert r.breakpoints == power_sweep.breakpoints and r.marginal == power_sweep.marginal
+
+
 def test_an_instance_field_can_be_varied():
     """The Photonic Fabric question: the assumed pooled bandwidth per GPU, from what two 7.2 Tbps
     ports carry (1,800 GB/s) to the paper's 26,800 GB/s. At 26,800 the optimum is the paper
@@ -84,3 +91,5 @@ def test_the_command(cli, tmp_path):
     d = json.loads(r.stdout)
     assert set(d) >= {"points", "breakpoints", "marginal"} and len(d["points"]) == 2
     assert png.read_bytes()[:4] == b"\x89PNG"
+    bad = cli("sensitivity", TINY, "--vary", "area_mm2 <= 100..200 step 100", "--workers", "-1")
+    assert bad.exit_code == 2 and "--workers" in bad.output

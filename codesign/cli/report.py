@@ -46,6 +46,7 @@ def report_cmd(
     max_points: Annotated[int, typer.Option("--max-points", help="at most this many frontier points")] = 12,
     pareto_time_limit: Annotated[float | None, typer.Option("--pareto-time-limit", help="seconds for the whole frontier")] = 120.0,
     sensitivity_points: Annotated[int, typer.Option("--sensitivity-points", help="values of each binding budget (2..50)")] = 5,
+    sensitivity_time_limit: Annotated[float | None, typer.Option("--sensitivity-time-limit", help="seconds for each binding budget's sensitivity (past it: stopped, the page says how to compute it)")] = 60.0,
     budgets: BudgetOpt = None,
     solver: SolverOpt = "auto",
     time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds per solve (the optimum, each budget check, each sensitivity point)")] = None,
@@ -62,6 +63,7 @@ def report_cmd(
             raise InputError("not a metric", key=key, value=m, expected="a name `codesign metrics` lists")
     options = Options(solver=solver, time_limit=time_limit, x=x, y=y, max_points=max_points,
                       pareto_time_limit=pareto_time_limit, sensitivity_points=sensitivity_points,
+                      sensitivity_time_limit=sensitivity_time_limit,
                       budgets=list(budgets or []))
     options.check()
     problem = load_problem(ctx, name, budgets)

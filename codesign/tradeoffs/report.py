@@ -58,6 +58,7 @@ class Options:
     max_points: int = 12
     pareto_time_limit: float | None = 120.0
     sensitivity_points: int = 5
+    sensitivity_time_limit: float | None = 60.0
     budgets: list[str] = field(default_factory=list)
 
     def check(self) -> None:
@@ -65,7 +66,8 @@ class Options:
             raise InputError("--max-points is a positive count", key="--max-points", value=self.max_points)
         if not 2 <= self.sensitivity_points <= 50:
             raise InputError("--sensitivity-points is 2..50", key="--sensitivity-points", value=self.sensitivity_points)
-        for key, v in (("--time-limit", self.time_limit), ("--pareto-time-limit", self.pareto_time_limit)):
+        for key, v in (("--time-limit", self.time_limit), ("--pareto-time-limit", self.pareto_time_limit),
+                       ("--sensitivity-time-limit", self.sensitivity_time_limit)):
             if v is not None and not v > 0:
                 raise InputError("a time limit is a positive number of seconds", key=key, value=v)
 
@@ -200,11 +202,21 @@ def _bindings(problem: Problem, sol: records.Solution, options: Options,
     for b in varied[:MAX_SENSITIVITIES]:
         say(f"sensitivity to {b.name}")
         base = problem if b.vary.startswith("budgets.") else _without(problem, b.name)[0]
+        limit, t0 = options.sensitivity_time_limit, time.perf_counter()
+
+        def tick(message: str, n: str = b.name, t0: float = t0, limit: float | None = limit) -> None:
+            say(f"sensitivity to {n}: {message}")
+            if limit is not None and time.perf_counter() - t0 > limit:
+                raise _Stopped  # (sensitivity() has no overall time limit: its progress stops it)
+
         try:
             b.sensitivity = sensitivity(base, b.vary, solver=options.solver, time_limit=options.time_limit,
-                                        progress=lambda m, n=b.name: say(f"sensitivity to {n}: {m}"))
+                                        progress=tick)
         except InputError as exc:
             b.note = f"sensitivity not available: {exc.message}"
+        except _Stopped:
+            b.note = (f"binding; its sensitivity took more than {limit:g} s (--sensitivity-time-limit) and was "
+                      f"stopped, nothing of it shown: {_command(problem, b)} computes it")
         if b.sensitivity is not None:
             solves += b.sensitivity.solves
     for b in varied[MAX_SENSITIVITIES:]:
@@ -213,6 +225,20 @@ def _bindings(problem: Problem, sol: records.Solution, options: Options,
     note = ("no budget binds at the optimum: without any one of them the proven optimum is the same"
             if not binding else f"{len(binding)} of {len(out)} budgets bind at the optimum")
     return out, note, solves
+
+
+class _Stopped(Exception):
+    """A sensitivity ran past --sensitivity-time-limit."""
+
+
+def _command(problem: Problem, b: Binding) -> str:
+    """The ``codesign sensitivity`` command that varies the binding budget ``b`` on its own."""
+    own = b.name[len("budget[cli-"):-1] if b.name.startswith("budget[cli-") else None
+    texts = [t for i, t in enumerate(problem.budget_texts(), 1) if own is None or str(i) != own]
+    if b.name.startswith("budget[") and own is None:
+        return f"`codesign sensitivity --vary '{b.vary}'` on the instance without {b.name}"
+    budgets = "".join(f" --budget '{t}'" for t in texts)
+    return f"`codesign sensitivity {problem.name}{budgets} --vary '{b.vary}'`"
 
 
 def _vary(path: str | None, text: str | None, e: records.AuditEntry, free: records.Solution,

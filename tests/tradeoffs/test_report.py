@@ -107,6 +107,15 @@ def test_a_binding_budget_gets_its_sensitivity():
     assert "Sensitivity to budget-area" in page and "1 of 1 budgets bind at the optimum" in page
 
 
+def test_a_sensitivity_past_its_time_limit_is_stopped_and_said():
+    p = load(TINY).with_budgets(["power_W <= 45"])
+    r = build_report(p, Options(max_points=1, sensitivity_time_limit=0.01))
+    b = next(x for x in r.bindings if x.binds)
+    assert b.sensitivity is None and "--sensitivity-time-limit" in b.note
+    assert f"codesign sensitivity {TINY} --vary 'power_W <= " in b.note
+    assert "--sensitivity-time-limit" in render(r)
+
+
 def test_a_mapping_instance_states_what_does_not_apply(tmp_path, cli):
     path = tmp_path / "m.html"
     r = cli("report", MAPPING, "-o", path, "-q")

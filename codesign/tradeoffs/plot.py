@@ -90,16 +90,21 @@ def sensitivity_plot(result: Any, path: str | Path | IO[bytes]) -> Path | IO[byt
     for i, b in enumerate(result.breakpoints, 1):
         lo, hi = b["between"]
         ax.axvspan(lo, hi, color="tab:orange", alpha=0.35, lw=0)
-        # numbered at the top, on three heights so that close breakpoints do not overlap
-        ax.annotate(str(i), ((lo + hi) / 2, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -4 - 10 * ((i - 1) % 3)),
-                    textcoords="offset points", va="top", ha="left", fontsize=7, color="tab:red")
+        # numbered at the top, on three heights so that close breakpoints do not overlap (more
+        # than 20 cannot be read: shaded only)
+        if len(result.breakpoints) <= 20:
+            ax.annotate(str(i), ((lo + hi) / 2, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(2, -4 - 10 * ((i - 1) % 3)), textcoords="offset points", va="top", ha="left",
+                        fontsize=7, color="tab:red")
         changed = ", ".join(f"{k} {u}→{w}" for k, (u, w) in b["changed"].items()) or "feasibility"
         lines.append(textwrap.shorten(f"{i}: {changed}", 110, placeholder=" …"))
     lo_y, hi_y = ax.get_ylim()
     ax.set_ylim(lo_y, hi_y + 0.12 * (hi_y - lo_y))  # room for the numbers above the curve
     budget = "<=" in result.vary or ">=" in result.vary
     varied = result.vary.split("..")[0].rsplit(" ", 1)[0] if budget else result.vary.split("=")[0] + " ="
-    shown = lines if len(lines) <= 8 else [*lines[:7], f"... {len(lines) - 7} more (the table lists them)"]
+    shown = (lines if len(lines) <= 8 else [*lines[:7], f"... {len(lines) - 7} more (the table lists them)"]
+             if len(lines) <= 20 else [f"{len(lines)} breakpoints, not numbered here (the table lists them)"])
+    shown += [textwrap.shorten(n, 110) for n in getattr(result, "notes", [])]  # e.g. stopped after N breakpoints
     ax.set_xlabel(f"{varied} v  (the varied value)" + ("\nbreakpoints (shaded): " if lines else "")
                   + "\n".join(shown), fontsize=8.5)
     ax.set_ylabel(f"proven optimum: {result.sense} {result.metric}")

@@ -272,7 +272,7 @@ def _budgets(r: Report) -> str:
                 [num(i), f"{num(bp['between'][0])} … {num(bp['between'][1])}",
                  f"{num(bp['objective'][0])} → {num(bp['objective'][1])}",
                  e(", ".join(f"{k} {u} → {w}" for k, (u, w) in bp["changed"].items()) or "feasibility")]
-                for i, bp in enumerate(s.breakpoints, 1)], {0})
+                for i, bp in enumerate(s.breakpoints, 1)], {0, 1})
         out += (f'<p class="muted">{s.solves} proven solves in {s.seconds:.1f} s; breakpoints located by bisection. '
                 + e(" ".join(s.notes)) + "</p>")
     return out

@@ -19,6 +19,7 @@ from typing import Any
 from codesign import __version__
 from codesign.jsonio import dumps, jsonable
 from codesign.kinds.base import HEADLINE_METRICS
+from codesign.model.mapping import format_count
 from codesign.tradeoffs.plot import breakdown_plot, frontier_plot, sensitivity_plot
 from codesign.tradeoffs.report import Report
 
@@ -103,8 +104,20 @@ def png(draw: Callable[..., Any], *args: Any, alt: str) -> str:
 
 
 def _value(v: Any) -> str:
+    """A decision's value: a number to DIGITS digits, a long list of names as runs (``local ×20,
+    host ×3``) with the whole list in the title, anything else as text (shortened)."""
     if isinstance(v, float | int) and not isinstance(v, bool):
         return num(v)
+    if isinstance(v, list) and len(v) > 12 and all(isinstance(x, str | int | float) for x in v):
+        runs: list[list[Any]] = []
+        for x in v:
+            if runs and runs[-1][0] == x:
+                runs[-1][1] += 1
+            else:
+                runs.append([x, 1])
+        text = f"{len(v)} entries: " + ", ".join(f"{x} ×{n}" if n > 1 else str(x) for x, n in runs)
+        short = text if len(text) <= 2 * DOMAIN_CHARS else text[:2 * DOMAIN_CHARS] + " …"
+        return f'<span title="{e(v)}">{e(short)}</span>'
     text = str(v)
     return e(text if len(text) <= DOMAIN_CHARS else text[:DOMAIN_CHARS] + " …")
 
@@ -169,7 +182,9 @@ def _instance(r: Report) -> str:
     for d in p.decisions():
         domain = d.domain if isinstance(d.domain, str) else ", ".join(map(str, d.domain))
         rows.append([e(d.name), _value(domain), _value(base.get(d.name, "–"))])
-    out = (f"<p>Design space: {num(p.space_size())} points; baseline: {e(p.baseline_description)}.</p>"
+    size = p.space_size()
+    shown = f"{size:,}" if size < 10**9 else format_count(size)
+    out = (f"<p>Design space: {e(shown)} points; baseline: {e(p.baseline_description)}.</p>"
            + table(["decision", "domain", "baseline"], rows))
     budgets = [a for a in r.baseline.audit if a.name.startswith(("budget", "slo"))]
     if budgets:
@@ -287,7 +302,7 @@ def _pareto(r: Report) -> str:
     out += f'<p class="{cls}">{e(f.statement)}</p>'
     keys = [k for k in (f.points[0].design if f.points else {}) if len({str(p.design.get(k)) for p in f.points}) > 1]
     rows = [[num(i), num(p.x, unit_of(f.x)), num(p.y, unit_of(f.y)), _badge(p.status),
-             e(", ".join(f"{k}={p.design[k]}" for k in keys))] for i, p in enumerate(f.points, 1)]
+             "; ".join(f"{e(k)} = {_value(p.design[k])}" for k in keys)] for i, p in enumerate(f.points, 1)]
     out += table(["#", f.x, f.y, "status", "design (decisions that differ)"], rows, {0, 1, 2})
     out += (f'<p class="muted">{f.solves} solves in {f.seconds:.1f} s, each optimising {e(f.driver)} under a budget '
             f"on the other (at most {r.options.max_points} points, "

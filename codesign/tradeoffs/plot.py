@@ -143,7 +143,7 @@ def breakdown_plot(b: Any, path: str | Path | IO[bytes]) -> Path | IO[bytes]:
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
     heights = [max(0.42 * max(len(p.bars) for p in panels[r * cols:(r + 1) * cols]) + 1.6, 2.6) for r in range(rows)]
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, sum(heights)), dpi=110, squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols if cols > 1 else 7.5, sum(heights)), dpi=110, squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
@@ -176,6 +176,7 @@ def breakdown_plot(b: Any, path: str | Path | IO[bytes]) -> Path | IO[bytes]:
         ax.grid(True, axis="x", lw=0.3)
         ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), markerscale=0.5, frameon=False,
                   ncol=min(len(names) + (0 if panel.stacked else 1), 6), handlelength=1.5, columnspacing=1.2)
-    fig.suptitle(f"{b.instance}: breakdown by component (the model's terms; totals are the metrics)", fontsize=10)
+    fig.suptitle(textwrap.fill(f"{b.instance}: breakdown by component (the model's terms; totals are the metrics)",
+                               75 if cols == 1 else 140), fontsize=10)
     fig.tight_layout()
     return _save(plt, fig, path)

@@ -738,6 +738,8 @@ UNDEFINED_METRICS = {
     "grid": ["pool_ports"],
     "grid-catalog": ["temperature_C", "dram_layers", "tsv_count", "tsv_pitch_um", "compute_area_mm2", "clock_GHz",
                      "sram_MiB"],
+    # a mapping's budgets name tokens_per_s, time_per_token_s, tpot_s and energy_per_token_J only
+    "mapping": ["power_W", "temperature_C", "pool_ports", "dram_layers", "clock_GHz", "memory_pool_B", "main"],
 }
 
 
@@ -754,7 +756,7 @@ def _budget_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
         garbage = True
     else:
         text, garbage = rng.choice(BUDGETS)
-    garbage = garbage or kind in ("mapping", "placement") or undefined_metric(kind, text)  # mapping, placement: no --budget
+    garbage = garbage or kind == "placement" or undefined_metric(kind, text)  # placement: no --budget
     name = NAMED[kind]
     command = rng.choice(["evaluate", "solve", "certify", "explain", "export"])
     argv, allowed = instance_argv(command, name, rng) if command != "evaluate" else (["evaluate", name], [])

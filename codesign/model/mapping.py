@@ -54,6 +54,7 @@ import numpy as np
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model.hardware import achieved_memory_Bps, math_format, usable_capacity_B
+from codesign.model.mapping_budgets import MappingBudget, parse_mapping_budget
 from codesign.model.schedule import decoder_state_per_slot_B
 from codesign.model.step import step_costs
 from codesign.model.tiers import Tier, memory_tiers
@@ -125,6 +126,8 @@ class MappingProblem:
     tpot_budget_s: float | None
     objective: str
     module_tiers: list[str] = field(default_factory=list)
+    #: metric budgets (``[[budgets.custom]]``, ``--budget``; :mod:`codesign.model.mapping_budgets`)
+    budgets: tuple[MappingBudget, ...] = ()
 
     @property
     def stages(self) -> int:
@@ -244,6 +247,7 @@ def build_problem(inst) -> MappingProblem:
         tpot_budget_s=s.budgets.tpot_s,
         objective=s.objective.metric,
         module_tiers=pool.module_tiers,
+        budgets=tuple(parse_mapping_budget(b.expr, name=b.name, source="budgets.custom") for b in s.budgets.custom),
     )
 
 
@@ -445,6 +449,8 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
         + ((cw.sum(1) * lay.w_read_B + ck.sum(1) * lay.kv_read_B) * pool_J).sum(1)
     )
     energy = (dyn + col("static_W").sum() * period) / p.micro_batch
+    for b in p.budgets:
+        budget_ok = budget_ok & b.holds(b.lhs(period, energy, D, p.micro_batch))
     return Assessment(
         period, stage, compute, mem_t, local_t, host_t, link_t, port_load, switch_load, energy,
         local_used, host_used, pool_used, placement_ok, cap_ok, budget_ok,
@@ -527,8 +533,11 @@ def evaluate_mapping(p: MappingProblem, design: MappingDesign) -> MappingEvaluat
             v.append(f"{t.label}: {used / GiB:.3f} GiB > {t.capacity_B / GiB:.3f} GiB")
     period = float(a.period_s[0])
     D = p.stages
-    if not a.budget_ok[0]:
+    if p.tpot_budget_s is not None and D * period > p.tpot_budget_s * tol:
         v.append(f"tpot {D * period:.6g} s > budget {p.tpot_budget_s:.6g} s")
+    for b in p.budgets:
+        if not b.holds(lhs := float(b.lhs(a.period_s, a.energy_per_token_J, D, p.micro_batch)[0])):
+            v.append(f"budget {b.name} ({b.text}): {lhs:.6g} > {b.rhs:.6g}")
     stage, compute, mem = a.stage_s[0], a.compute_s[0], a.memory_s[0]
     port, switch = a.port_load_s[0], float(a.switch_load_s[0])
     if stage.max() >= max(port.max(), switch):

@@ -13,9 +13,17 @@ non-dominated design whose bound metric lies between two consecutive points woul
 optimum of the solve between them. δ is :data:`STEP_RTOL` relative (with :data:`STEP_ATOL` near 0):
 points closer than that in the bound metric are one point.
 
+Ties: many designs may share the driver's optimum (a mapping's tokens/s set by one stage, a grid's
+by the same layout on several chips); each of them would cost one solve that finds a weakly
+dominated point. Once two consecutive points tie in the driver metric (within δ), and when the
+bound metric is an objective of the instance too, each ε-solve is followed by a *tie-breaking*
+solve: optimise the bound metric under the same budget and a budget keeping the driver within δ
+of the optimum just proven. Its optimum is the point of that tie level on the frontier (proven
+like any other); when it improves nothing (no tie), the plain loop resumes until the next tie.
+
 With ``max_points`` (or a time limit) the loop stops early; what is proven then: every design
 whose bound metric is better than the last point's is no better in the driver metric than the last
-point (it satisfied the last solve's budget too) — stated in the result.
+ε-solve's optimum (it satisfied that solve's budget too) — stated in the result.
 """
 
 from __future__ import annotations
@@ -79,6 +87,8 @@ class Frontier:
     seconds: float
     step_rtol: float = STEP_RTOL
     dominated_dropped: int = 0
+    #: solves that asked for the best bounded metric among the designs tied with an optimum
+    tiebreak_solves: int = 0
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -87,6 +97,7 @@ class Frontier:
             "y_sense": sense_of(self.y), "optimised": self.driver, "points": [p.as_dict() for p in self.points],
             "complete": self.complete, "statement": self.statement, "solves": self.solves,
             "seconds": self.seconds, "step_rtol": self.step_rtol, "dominated_dropped": self.dominated_dropped,
+            "tiebreak_solves": self.tiebreak_solves,
             "notes": self.notes,
         }
 
@@ -101,7 +112,12 @@ def _check(problem: Problem, x: str, y: str) -> str:
         raise InputError("a frontier needs two different metrics", key="--y", value=y)
     if not problem.takes_budgets:
         raise InputError(f"pareto needs budgets on a metric, which {problem.kind} instances do not take yet",
-                         value=problem.name, expected="a hardware/schedule instance")
+                         value=problem.name, expected="a hardware/schedule or mapping instance")
+    budgetable = getattr(problem, "budget_metrics", None)  # None: every metric `codesign metrics` lists
+    for m, key in ((x, "--x"), (y, "--y")):
+        if budgetable is not None and m not in budgetable:
+            raise InputError(f"not a metric of {problem.kind} instances", key=key, value=m,
+                             expected=", ".join(budgetable), suggestion=did_you_mean(m, budgetable))
     for m in (x, y):
         if m in problem.objectives:
             return m
@@ -115,6 +131,19 @@ def _tightened(metric: str, value: float) -> str:
     if sense_of(metric) == "max":
         return f"{metric} >= {value + step!r}"
     return f"{metric} <= {value - step!r}"
+
+
+def _within(metric: str, value: float) -> str:
+    """The budget that keeps the designs no worse than ``value`` in ``metric`` by more than δ."""
+    step = max(STEP_RTOL * abs(value), STEP_ATOL)
+    if sense_of(metric) == "max":
+        return f"{metric} >= {value - step!r}"
+    return f"{metric} <= {value + step!r}"
+
+
+def _close(u: float, v: float) -> bool:
+    """Equal within the step tolerance (one point)."""
+    return abs(u - v) <= max(STEP_RTOL * max(abs(u), abs(v)), STEP_ATOL)
 
 
 def _strictly_better(metric: str, new: float, old: float) -> bool:
@@ -143,12 +172,20 @@ def frontier(
     if max_points is not None and max_points < 1:
         raise InputError("--max-points is a positive count", key="--max-points", value=max_points)
     driver = _check(problem, x, y)
+    if solver == AUTO:
+        # every ε-solve carries a budget row; CP-SAT (the mapping kind's default) stalled on them: on
+        # pf-llama405b-kv-mapping 'tokens_per_s >= 1391.43' unsolved in 60 s, HiGHS proved it in 3.3 s
+        solver = "highs"
     bounded = y if driver == x else x
     base = problem.with_objective(driver)
+    # ties in the driven metric: once one shows, the best bounded metric among the designs tied with
+    # each optimum is asked for directly (where the bounded metric is an objective too)
+    tiebreak = problem.with_objective(bounded) if bounded in problem.objectives else None
     t0 = time.perf_counter()
     found: list[Point] = []
     budget: str | None = None
-    solves = 0
+    solves = tiebreaks = 0
+    tied = False
     complete, stopped = False, ""
     while True:
         if max_points is not None and len(found) >= max_points:
@@ -169,7 +206,26 @@ def frontier(
         if sol.status != "optimal" or sol.metrics is None:
             stopped = f"a solve that ended {sol.status} ({sol.termination})"
             break
-        point = Point(value_of(x, sol.metrics), value_of(y, sol.metrics), sol.status, sol.objective,
+        if found and not tied and tiebreak is not None:
+            tied = _close(value_of(driver, found[-1].metrics), value_of(driver, sol.metrics))
+        objective, untied = sol.objective, value_of(bounded, sol.metrics)
+        if tied:
+            left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+            if left is not None and left <= 0:
+                stopped = "the time limit"
+                break
+            within = _within(driver, value_of(driver, sol.metrics))
+            sol = solve(tiebreak.with_budgets([b for b in (budget, within) if b]), solver=solver, time_limit=left)
+            solves += 1
+            tiebreaks += 1
+            if sol.termination.startswith("interrupted"):
+                raise KeyboardInterrupt
+            if sol.status != "optimal" or sol.metrics is None:
+                stopped = f"a tie-breaking solve that ended {sol.status} ({sol.termination})"
+                break
+            # nothing tied with the optimum was better in the bounded metric: back to plain ε-solves
+            tied = not _close(untied, value_of(bounded, sol.metrics))
+        point = Point(value_of(x, sol.metrics), value_of(y, sol.metrics), sol.status, objective,
                       sol.design, sol.metrics)
         if found and not _strictly_better(bounded, value_of(bounded, sol.metrics), value_of(bounded, found[-1].metrics)):
             raise ModelError(f"pareto: the solve under {budget!r} returned {bounded} = "
@@ -188,9 +244,9 @@ def frontier(
         best = "at most" if sense_of(driver) == "max" else "at least"
         statement = (f"incomplete, stopped by {stopped}: each point found is proven optimal for its budget, and every "
                      f"design whose {bounded} is better than {value_of(bounded, last.metrics):.6g} (not explored) has "
-                     f"{driver} {best} {value_of(driver, last.metrics):.6g}")
+                     f"{driver} {best} {last.objective:.6g}")
     else:
         statement = f"no point: stopped by {stopped}"
     return Frontier(problem.name, x, y, driver, kept, complete, statement, solves, time.perf_counter() - t0,
-                    dominated_dropped=len(found) - len(kept))
+                    dominated_dropped=len(found) - len(kept), tiebreak_solves=tiebreaks)
 

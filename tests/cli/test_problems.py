@@ -262,10 +262,18 @@ def test_a_misspelt_instance_kind(cli, input_error, tmp_path):
     input_error(cli("solve", f), "kind", "maping", "did you mean 'mapping'")
 
 
-@pytest.mark.parametrize("kind", ["mapping", "placement"])
-def test_budgets_and_objectives_of_other_kinds_are_in_their_files(kind, cli, input_error):
-    input_error(cli("evaluate", KINDS[kind], "--budget", "power_W <= 1"), "--budget", "does not apply")
-    input_error(cli("solve", KINDS[kind], "--objective", "energy_per_token_J"), "--objective", "does not apply")
+def test_budgets_and_objectives_of_placements_are_in_their_files(cli, input_error):
+    input_error(cli("evaluate", KINDS["placement"], "--budget", "power_W <= 1"), "--budget", "does not apply")
+    input_error(cli("solve", KINDS["placement"], "--objective", "energy_per_token_J"), "--objective", "does not apply")
+
+
+def test_a_mapping_takes_budgets_on_its_own_metrics(cli, input_error):
+    input_error(cli("evaluate", KINDS["mapping"], "--budget", "power_W <= 1"), "--budget", "no metric of a mapping")
+    input_error(cli("solve", KINDS["mapping"], "--objective", "tpot_s"), "--objective", "not an objective")
+    r = cli("solve", KINDS["mapping"], "--objective", "energy_per_token_J", "--budget", "tokens_per_s >= 7000", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["status"] == "optimal" and d["metrics"]["tokens_per_s"] >= 7000 * (1 - 1e-9)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -56,8 +56,8 @@ def test_a_bad_job_is_an_outcome_not_an_exception():
     assert other_cal.error_kind == "input" and "another calibration" in other_cal.error
     by_name = run_job(Job(key="c", instance=TINY, objective="energy_per_token_J"))
     assert by_name.ok and by_name.record["objective_metric"] == "energy_per_token_J"
-    bad_objective = run_job(Job(key="d", instance="tiny-pf-mapping", objective="energy_per_token_J"))
-    assert bad_objective.error_kind == "input" and "--objective does not apply" in bad_objective.error
+    bad_objective = run_job(Job(key="d", instance="tiny-pf-mapping", objective="tpot_s"))
+    assert bad_objective.error_kind == "input" and "not an objective of mapping instances" in bad_objective.error
 
 
 def test_arguments_are_checked():

@@ -26,6 +26,7 @@ import numpy as np
 
 from codesign.mip.program import MIP
 from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem, evaluate_mapping
+from codesign.model.mapping_budgets import BUDGET_RTOL, MappingBudget
 
 TIME_UNIT_S = 1e-6
 #: the model's feasibility rule: a value up to RELAX x its limit holds (float round-off only)
@@ -319,32 +320,67 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
         mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s * RELAX / tau)
 
     m = p.micro_batch
+    energy = _energy_per_token(p, n, cw, ck, T)
+    for b in p.budgets:
+        add_budget(mip, p, b, energy, T)
     if p.objective == "tokens_per_s":
         mip.set_objective([T], [1.0])
         unit = tau  # objective = period in µs; tokens/s = m / period
     else:
-        idx, val = [], []
-        const = 0.0
-        for d in range(D):
-            dev = p.devices[d]
-            idx.append(n[d])
-            val.append(lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local)
-            if d == D - 1:
-                const += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
-            if d == 0:
-                const += p.first_read_B * dev.J_per_B_local
-            for t in [li, hi, *pooled]:
-                e = dev.J_per_B_local if t == li else dev.J_per_B_host if t == hi else p.tiers[t].J_per_B
-                if (d, t) in cw:
-                    idx.append(cw[d, t])
-                    val.append(lay.w_read_B * e)
-                if (d, t) in ck:
-                    idx.append(ck[d, t])
-                    val.append(lay.kv_read_B * e)
-        static = sum(x.static_W for x in p.devices)
-        idx.append(T)
-        val.append(static * tau)
-        scale = 1.0 / (m * ENERGY_UNIT_J)
+        idx, val, const = energy
+        scale = 1.0 / ENERGY_UNIT_J
         mip.set_objective(idx, [v * scale for v in val], const * scale)
         unit = ENERGY_UNIT_J
     return MappingMIP(mip, p, n, cw, ck, a, T, unit, mip.stats())
+
+
+def _energy_per_token(p: MappingProblem, n: list[int], cw: dict, ck: dict, T: int) -> tuple[list[int], list[float], float]:
+    """Energy per token in J as (variables, coefficients, constant): the model's dynamic energy of
+    a period (linear in the counts) plus the static power of every device x T, over m."""
+    lay, D = p.layer, p.stages
+    li, hi = p.tier_index["local"], p.tier_index["host"]
+    pooled = [i for i, t in enumerate(p.tiers) if t.kind == "pool"]
+    idx: list[int] = []
+    val: list[float] = []
+    const = 0.0
+    for d in range(D):
+        dev = p.devices[d]
+        idx.append(n[d])
+        val.append(lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local)
+        if d == D - 1:
+            const += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
+        if d == 0:
+            const += p.first_read_B * dev.J_per_B_local
+        for t in [li, hi, *pooled]:
+            e = dev.J_per_B_local if t == li else dev.J_per_B_host if t == hi else p.tiers[t].J_per_B
+            if (d, t) in cw:
+                idx.append(cw[d, t])
+                val.append(lay.w_read_B * e)
+            if (d, t) in ck:
+                idx.append(ck[d, t])
+                val.append(lay.kv_read_B * e)
+    idx.append(T)
+    val.append(sum(x.static_W for x in p.devices) * TIME_UNIT_S)
+    m = p.micro_batch
+    return idx, [v / m for v in val], const / m
+
+
+def add_budget(mip: MIP, p: MappingProblem, b: MappingBudget, energy: tuple[list[int], list[float], float], T: int) -> None:
+    """Σ coef·metric <= rhs as one row (``budget[<name>]``), in units of |rhs| (coefficients near 1):
+    time per token = T·τ/m, tpot = D·T·τ, energy per token = the objective's expression. The limit
+    carries the model's tolerance (it accepts up to rhs + BUDGET_RTOL·|rhs|). Exact with the period's
+    epigraph T because every coefficient is positive (:mod:`codesign.model.mapping_budgets`)."""
+    scale = abs(b.rhs) if b.rhs else 1.0
+    coef: dict[int, float] = {}
+    const = 0.0
+    for metric, c in b.coefs:
+        if metric == "energy_per_token_J":
+            idx, val, k = energy
+            for i, v in zip(idx, val, strict=True):
+                coef[i] = coef.get(i, 0.0) + c * v
+            const += c * k
+        else:
+            per_T = TIME_UNIT_S / p.micro_batch if metric == "time_per_token_s" else p.stages * TIME_UNIT_S
+            coef[T] = coef.get(T, 0.0) + c * per_T
+    ub = (b.rhs + BUDGET_RTOL * abs(b.rhs) - const) / scale
+    mip.add_row(f"budget[{b.name}]", list(coef), [v / scale for v in coef.values()], ub=ub)

@@ -7,10 +7,12 @@ formulations/mapping.md).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar
 
 import numpy as np
 
+from codesign.errors import InputError, did_you_mean
 from codesign.kinds.base import Assessment, BruteForce, DecisionInfo, Formulation, Lint, register
 from codesign.kinds.fixed import BACKEND_OPTIONS, FixedHardwareProblem
 from codesign.kinds.mapping import render
@@ -26,6 +28,7 @@ from codesign.model.mapping import (
     space_size,
     structural_violations,
 )
+from codesign.model.mapping_budgets import MAPPING_BUDGET_METRICS, parse_mapping_budget
 from codesign.model.units import GiB
 
 #: the structural violations that make a design not one of the space (the rest make it infeasible)
@@ -37,6 +40,10 @@ class Mapping(FixedHardwareProblem):
     """A mapping instance: wraps :class:`codesign.kinds.mapping.spec.MappingInstance`."""
 
     kind: ClassVar[str] = "mapping"
+    objectives: ClassVar[tuple[str, ...]] = ("tokens_per_s", "energy_per_token_J")
+    takes_budgets: ClassVar[bool] = True
+    #: the metrics a budget (and so a frontier's budgeted metric) may name
+    budget_metrics: ClassVar[tuple[str, ...]] = tuple(MAPPING_BUDGET_METRICS)
     generator = staticmethod(generate_mapping)
     load_instance = staticmethod(load_mapping)
     instance_from_data = staticmethod(mapping_from_data)
@@ -104,6 +111,35 @@ class Mapping(FixedHardwareProblem):
 
     def brute_force(self, *, deadline: float | None = None) -> BruteForce:
         return self.brute_force_of(brute_force_mapping(self.model, deadline))
+
+    # --- variants ------------------------------------------------------------------------------
+    def _variant(self, raw: dict[str, Any]) -> Mapping:
+        return Mapping(mapping_from_data(raw, source=self.source, calibration=self.calibration))
+
+    def with_budgets(self, texts: list[str]) -> Mapping:
+        """The same instance with ``cli-N`` budgets (:mod:`codesign.model.mapping_budgets`); they join
+        the content hash."""
+        if not texts:
+            return self
+        for i, t in enumerate(texts):  # a malformed one is named as given
+            parse_mapping_budget(t, name=f"cli-{i + 1}", source="--budget")
+        raw = copy.deepcopy(self.data)
+        budgets = raw.setdefault("budgets", {})
+        budgets["custom"] = [*budgets.get("custom", []), *({"name": f"cli-{i + 1}", "expr": t} for i, t in enumerate(texts))]
+        return self._variant(raw)
+
+    def with_objective(self, metric: str | None) -> Mapping:
+        if metric is None:
+            return self
+        if metric not in self.objectives:
+            raise InputError("not an objective of mapping instances", key="--objective", value=metric,
+                             expected=" | ".join(self.objectives), suggestion=did_you_mean(metric, self.objectives))
+        raw = copy.deepcopy(self.data)
+        raw["objective"] = {"metric": metric}
+        return self._variant(raw)
+
+    def budget_texts(self) -> list[str]:
+        return [b.expr for b in self.inst.spec.budgets.custom if b.name.startswith("cli-")]
 
     def lints(self) -> list[Lint]:
         return render.lints(self.inst)

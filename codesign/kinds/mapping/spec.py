@@ -22,6 +22,7 @@ from pydantic import Field, PositiveInt, model_validator
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.mapping_budgets import parse_mapping_budget
 from codesign.model.units import Precision
 from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
@@ -89,9 +90,19 @@ class TiersPart(Strict):
     kv: list[Literal["local", "host", "pool"]] = Field(default_factory=lambda: ["local", "host", "pool"], min_length=1)
 
 
+class CustomBudget(Strict):
+    """A named budget on the metrics of a mapping, e.g. ``expr = "energy_per_token_J <= 0.05"``
+    (which metrics and limits: :mod:`codesign.model.mapping_budgets`)."""
+
+    name: str = Field(min_length=1)
+    expr: str = Field(min_length=3)
+
+
 class BudgetsPart(Strict):
     #: time per output token of one sequence = stages x period
     tpot_s: float | None = Field(default=None, gt=0)
+    #: ``[[budgets.custom]]`` tables (``--budget`` adds ``cli-N`` ones)
+    custom: list[CustomBudget] = Field(default_factory=list)
 
 
 class ObjectivePart(Strict):
@@ -208,6 +219,8 @@ def _check_references(spec: MappingFile, source: Path | str | None) -> None:
             expected="a workload whose layers are all alike (llama-3.1-405b, dense-1t, mixtral-8x7b, qwen3-235b-a22b ...)",
         )
     layer_weight_params(w)
+    for i, b in enumerate(spec.budgets.custom):
+        parse_mapping_budget(b.expr, name=b.name, source=f"{source or '<memory>'}: budgets.custom[{i}]")
     chips = catalog.list_ids("chips")
     for i, g in enumerate(spec.devices):
         if g.chip not in chips:

@@ -95,12 +95,38 @@ def test_memory_that_cannot_hold_the_model_is_explained():
     assert c["name"] == "memory capacity" and "GiB" in c["message"]
 
 
-def test_budgets_and_objectives_are_the_files(tiny):
+def test_budgets_and_objectives_vary_the_question(tiny):
     assert tiny.with_budgets([]) is tiny and tiny.with_objective(None) is tiny
-    with pytest.raises(InputError, match="--budget does not apply"):
+    energy = tiny.with_objective("energy_per_token_J").with_budgets(["tokens_per_s >= 7000"])
+    assert energy.metric == "energy_per_token_J" and energy.sense == "min"
+    assert energy.budget_texts() == ["tokens_per_s >= 7000"] and tiny.budget_texts() == []
+    assert energy.content_hash != tiny.content_hash
+    with pytest.raises(InputError, match="no metric of a mapping"):
         tiny.with_budgets(["power_W <= 1"])
-    with pytest.raises(InputError, match="--objective does not apply"):
-        tiny.with_objective("energy_per_token_J")
+    with pytest.raises(InputError, match="not an objective of mapping instances"):
+        tiny.with_objective("tpot_s")
+
+
+#: 2 devices, 1 module, 4 layers, a host tier: 248,832 designs, brute force in a second
+SMALL = dict(devices=2, modules=1, layers=4, ports=1, host_GiB=16, weights=("local", "host", "pool"), kv=("local", "pool"))
+
+
+@pytest.mark.parametrize("solver", ["highs", "cpsat"])
+@pytest.mark.parametrize(("objective", "budget"), [
+    ("tokens_per_s", "energy_per_token_J <= 0.105"),
+    ("energy_per_token_J", "tokens_per_s >= 3850"),
+    ("tokens_per_s", "tpot_s + 10*energy_per_token_J <= 1.1"),
+])
+def test_a_budgeted_optimum_is_the_brute_force_one(objective, budget, solver, brute):
+    """The budget binds (the optimum without it breaks it), and the solve equals the enumeration."""
+    free = Mapping.from_data(generate_mapping(**SMALL), source="test").with_objective(objective)
+    p = free.with_budgets([budget])
+    ref = brute(p).best
+    assert ref is not None and ref.feasible
+    assert not p.assess(brute(free).best.design).feasible
+    sol = solve(p, solver=solver)
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(ref.objective, rel=1e-9)
 
 
 def test_the_summary_and_the_lints(named, tiny):

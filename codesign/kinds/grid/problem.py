@@ -23,6 +23,7 @@ from codesign.kinds.base import (
     register,
 )
 from codesign.kinds.grid import explain as grid_explain
+from codesign.kinds.grid import factored
 from codesign.kinds.grid import spec as grid_spec
 from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.generate import scaled_instance
@@ -54,9 +55,11 @@ class Grid(Problem):
     objectives: ClassVar[tuple[str, ...]] = tuple(OBJECTIVE_METRIC)
     takes_budgets: ClassVar[bool] = True
 
-    def __init__(self, inst: grid_spec.Instance):
+    def __init__(self, inst: grid_spec.Instance, *, formulation: str = "auto"):
         super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
         self.inst = inst
+        #: how the hardware enters the MIP: enumerated designs, factored knobs, or auto (factored.py)
+        self.formulation = formulation
 
     @classmethod
     def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Grid:
@@ -117,6 +120,8 @@ class Grid(Problem):
 
     # --- the MIP ----------------------------------------------------------------------------
     def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
+        if factored.chosen(self.inst, self.formulation):
+            return factored.formulate(self.inst, solver)
         comp = build(self.inst, integer_grid=solver == "cpsat", decompose=presolve)
         return formulation_of(comp)
 
@@ -151,10 +156,15 @@ class Grid(Problem):
 
     # --- variants ------------------------------------------------------------------------------
     def with_budgets(self, texts: list[str]) -> Grid:
-        return Grid(grid_spec.with_budgets(self.inst, texts)) if texts else self
+        return Grid(grid_spec.with_budgets(self.inst, texts), formulation=self.formulation) if texts else self
 
     def with_objective(self, metric: str | None) -> Grid:
-        return Grid(grid_spec.with_objective(self.inst, metric)) if metric is not None else self
+        return Grid(grid_spec.with_objective(self.inst, metric), formulation=self.formulation) if metric is not None else self
+
+    def with_formulation(self, formulation: str) -> Grid:
+        """The same instance compiled ``enumerated``, ``factored`` or ``auto`` (factored.FORMULATIONS)."""
+        factored.chosen(self.inst, formulation)  # an unknown name is an InputError here
+        return Grid(self.inst, formulation=formulation)
 
     def budget_texts(self) -> list[str]:
         return [b.expr for b in self.inst.spec.budgets.custom if b.name.startswith("cli-")]

@@ -457,9 +457,10 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         st = scheds[c.workload] if c.workload else None
         value = float(constraint_lhs(c, hw, st)[0, 0])
         limit = c.rhs + (row[c.rhs_hw] if c.rhs_hw else 0.0)
-        if c.name == "budget-system-power":
-            value, limit = value * inst.system.devices, limit * inst.system.devices
-        audit.append(Audit(c.name, c.family, value, limit, c.unit))
+        unit = c.unit
+        if c.name == "budget-system-power":  # the MIP's row is per device; the audit states the system
+            value, limit, unit = value * inst.system.devices, limit * inst.system.devices, "W"
+        audit.append(Audit(c.name, c.family, value, limit, unit))
     feasible = bool(not problems and all(a.ok for a in audit) and np.isfinite(internal))
     return Evaluation(design, metrics, per_w, audit, objective, internal, feasible, problems)
 

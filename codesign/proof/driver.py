@@ -268,6 +268,11 @@ def run(
         mip.restore(mark)
     if interrupted:
         termination = f"interrupted after {rounds} rounds" + (f" ({termination})" if termination else "")
+    elif (status in ("feasible", "no_solution") and time_limit is not None and not timed_out
+          and time.perf_counter() - t0 >= time_limit and "time limit" not in str(termination).lower()):
+        # a round the limit stopped, in the solver's words (CP-SAT says only FEASIBLE or UNKNOWN)
+        timed_out = True
+        termination = f"time limit reached in round {rounds}, before the optimum was confirmed ({termination})"
     if best is not None and bound is not None and bound > best_f:
         bound = best_f
     return Run(status, best, best_f, bound, rounds, rejected, time.perf_counter() - t0, nodes, res,

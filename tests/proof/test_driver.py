@@ -826,3 +826,21 @@ def test_auto_is_each_kinds_default_solver(named):
     assert driver.choose_solver(named("tiny-placement-mixtral"), "highs") == "highs"
     assert driver.choose_solver(named("tiny-placement-mixtral"), "pyomo:highs") == "pyomo:highs"
     assert driver.solve(named("tiny-pf-mapping")).solver == "cpsat"
+
+
+def test_a_round_the_limit_stops_says_so_when_the_solver_does_not(named, monkeypatch):
+    """CP-SAT stopped by its time limit answers only FEASIBLE: the termination says the limit ended
+    the run (a flaky test under load found the bare word)."""
+    real = driver.backend_solve
+
+    def stopped(mip, solver, **o):
+        res = real(mip, solver, **o)
+        return dataclasses.replace(res, status="feasible", termination="FEASIBLE", bound=None)
+
+    monkeypatch.setattr(driver, "backend_solve", stopped)
+    sol = driver.solve(named("tiny-placement-mixtral"), solver="cpsat", time_limit=1e-9)
+    assert sol.status == "feasible" and sol.bound is None
+    assert sol.termination.startswith("time limit reached in round 1") and "(FEASIBLE)" in sol.termination
+    # without a limit the solver's own words stand
+    sol = driver.solve(named("tiny-placement-mixtral"), solver="cpsat")
+    assert sol.status == "feasible" and sol.termination == "FEASIBLE"

@@ -33,7 +33,6 @@ from typing import Any
 from codesign.errors import InputError, ModelError
 from codesign.kinds.base import Problem
 from codesign.kinds.registry import from_data
-from codesign.model.budgets import parse_budget
 from codesign.proof.driver import AUTO, solve
 from codesign.proof.tolerances import CONFIRM_RTOL
 from codesign.sweep.job import Job, Outcome
@@ -95,7 +94,11 @@ def parse_vary(text: str, problem: Problem) -> Vary:
     if "expr" in m.groupdict() and m.groupdict().get("expr") is not None:
         if not problem.takes_budgets:
             raise InputError(f"--vary a budget: {problem.kind} instances take no budgets", key="--vary", value=text)
-        parse_budget(f"{m['expr']} {m['op']} 1", [w["name"] for w in problem.data.get("workloads", [])], source="--vary")
+        try:  # the kind's own budget rules (a mapping's differ from a grid's)
+            problem.with_budgets([f"{m['expr'].strip()} {m['op']} 1"])
+        except InputError as exc:
+            raise InputError(exc.message, key="--vary", value=text, expected=exc.expected,
+                             suggestion=exc.suggestion) from None
         return Vary(text, values, expr=m["expr"].strip(), op=m["op"])
     path = tuple(m["path"].split("."))
     node: Any = problem.data

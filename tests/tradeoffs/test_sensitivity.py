@@ -93,3 +93,12 @@ def test_the_command(cli, tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
     bad = cli("sensitivity", TINY, "--vary", "area_mm2 <= 100..200 step 100", "--workers", "-1")
     assert bad.exit_code == 2 and "--workers" in bad.output
+
+
+def test_a_budget_range_on_a_mapping_follows_the_mapping_budget_rules():
+    """A mapping has no workloads table: its --vary budget was parsed by the grid's rules and
+    raised IndexError (found by tools/fuzz_cli.py)."""
+    v = parse_vary("tokens_per_s >= 100..200 step 100", load("tiny-pf-mapping"))
+    assert v.values == (100.0, 200.0)
+    with pytest.raises(InputError, match="no metric of a mapping"):
+        parse_vary("power_W <= 100..200 step 100", load("tiny-pf-mapping"))

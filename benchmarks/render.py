@@ -461,6 +461,42 @@ def sweep_section(doc: dict | None) -> dict[str, str]:
             "SWEEP_SHORT": "2 workers / 1: " + ", ".join(short), "T_SWEEP": _secs(doc.get("wall_s"))}
 
 
+def pareto_section(doc: dict | None) -> dict[str, str]:
+    """§7: the exact frontiers of pareto.json against a uniform grid of budgeted solves."""
+    if not doc or not doc.get("cases"):
+        return {"PARETO_TABLE": "(not measured: run `python benchmarks/pareto.py`)", "PARETO_NOTES": "",
+                "PARETO_WHEN": "not measured", "PARETO_SHORT": "not measured", "T_PARETO": "–"}
+    rows = ["| instance | x / y (optimised) | points | solves (tie-breaking) | exact | to the 10th point "
+            "| grid that finds every point | its points at N = 10, 100, 1000 | naive grid | grid time / exact time "
+            "| load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    short = []
+    for c in doc["cases"]:
+        g = c.get("grid") or {}
+        ten = c.get("seconds_to_10th_point")
+        need = g.get("n_min")
+        grid_n = "–" if not g else (f"{need:,}" if need else f"> {g['scan_max']:,}")
+        at = "–" if not g else ", ".join(str(g["found"].get(str(n), "–")) for n in (10, 100, 1000))
+        naive = g.get("naive_seconds") if need else g.get("naive_seconds_at_least")
+        naive_s = "–" if naive is None else ("" if need else "> ") + _secs(naive)
+        speed = "–" if naive is None else ("" if need else "> ") + f"{naive / c['seconds']:.1f}x"
+        rows.append(
+            f"| `{c['instance']}` | {c['x']} / {c['y']} ({c['optimised']}) "
+            f"| {c['points']}{'' if c['complete'] else ' (incomplete)'} | {c['solves']} ({c['tiebreak_solves']}) "
+            f"| {_secs(c['seconds'])} | {'–' if ten is None else _secs(ten)} | {grid_n} | {at} | {naive_s} | {speed} "
+            f"| {c['loadavg_before']:.1f}–{c['loadavg_after']:.1f} |")
+        if c["points"] >= 10:
+            short.append(f"`{c['instance']}` {c['x']}/{c['y']}: {c['points']} points in {_secs(c['seconds'])}"
+                         + ("" if c["complete"] else " (the time limit)"))
+    sampled = sum(c.get("grid", {}).get("sampled_solves", 0) for c in doc["cases"])
+    off = sum(c.get("grid", {}).get("sample_mismatches", 0) for c in doc["cases"])
+    notes = (f"{sampled} grid solves were run for real ({off} returned an optimum other than the step function's); "
+             "a grid's time is its size x their mean time per solve.")
+    return {"PARETO_TABLE": "\n".join(rows), "PARETO_NOTES": notes,
+            "PARETO_WHEN": f"{doc.get('date')}, commit {doc.get('machine', {}).get('git')}, {doc.get('time_limit_s'):g} s "
+                           f"per frontier; `{doc.get('command')}`",
+            "PARETO_SHORT": "; ".join(short) or "no frontier of 10 points", "T_PARETO": _secs(doc.get("wall_s"))}
+
+
 def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict | None, figs: Path) -> None:
     """BENCHMARKS.md from benchmarks/BENCHMARKS.template.md, the recorded comparison run and the
     re-measured result files."""
@@ -499,7 +535,8 @@ def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict 
     sn, ms, full, wk = read("solve_named.json"), read("mapping_solve_named.json"), read("mapping_solve.json"), read("mapping_cpsat_workers.json")
     stress, sym, expl = read("stress_exactness.json"), read("stress_exactness_symmetry.json"), read("explain_least.json")
     fills.update({**named_section(sn), **mapping_section(ms, full, wk), **exactness_section(stress, sym, expl),
-                  **solver_section(sn, ms), **sweep_section(read("sweep.json"))})
+                  **solver_section(sn, ms), **sweep_section(read("sweep.json")),
+                  **pareto_section(read("pareto.json"))})
     if sn and named:  # are §3's optima the model's of today (§1's)?
         today = {r["instance"]: r["solvers"][next(iter(r["solvers"]))]["objective"] for r in sn["results"]}
         same = [abs(r["optimum"] / today[r["instance"]] - 1) <= 2e-6 for r in named["results"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 import itertools
 import json
 
-import pytest
-
 import numpy as np
+import pytest
 
 from codesign.errors import InputError
 from codesign.kinds.mapping.brute import compositions

@@ -47,6 +47,8 @@ FORMULATIONS = ("auto", "enumerated", "factored")
 #: above this many hardware designs ``auto`` uses the factored formulation (benchmarks/factored.py:
 #: below it the enumeration, with its skyline and bound presolve, builds and solves faster)
 AUTO_FACTORED_MIN_DESIGNS = 2_000_000
+#: constraints on the junction temperature, compiled as power <= (limit − ambient)/R_th(layers)
+TEMPERATURE_ROWS = ("thermal-junction-upper", "budget-temperature")
 #: CP-SAT sees each continuous variable of the factored MIP on this many grid steps of its range
 CPSAT_STEPS = 1e6
 #: a binary counts as chosen when its value exceeds this (solvers return 1 ± 1e-6)
@@ -55,26 +57,29 @@ BINARY_ON = 0.5
 
 @dataclass
 class Expr:
-    """Σ val·var + const, with ``ub`` an upper bound of its value (>= 0 where it is multiplied)."""
+    """Σ val·var + const, with ``lb`` <= its value <= ``ub`` (valid bounds over every design; an
+    expression that is multiplied further is >= 0)."""
 
     idx: np.ndarray
     val: np.ndarray
     const: float = 0.0
     ub: float = 0.0
+    lb: float = 0.0
 
     def scaled(self, k: float) -> Expr:
-        return Expr(self.idx, self.val * k, self.const * k, self.ub * abs(k))
+        lo, hi = sorted((self.lb * k, self.ub * k))
+        return Expr(self.idx, self.val * k, self.const * k, hi, lo)
 
 
 def _sum(parts: list[Expr]) -> Expr:
     if not parts:
         return Expr(np.zeros(0, dtype=np.int64), np.zeros(0))
     return Expr(np.concatenate([p.idx for p in parts]), np.concatenate([p.val for p in parts]),
-                sum(p.const for p in parts), sum(max(p.ub, 0.0) for p in parts))
+                sum(p.const for p in parts), sum(p.ub for p in parts), sum(p.lb for p in parts))
 
 
 def constant(c: float) -> Expr:
-    return Expr(np.zeros(0, dtype=np.int64), np.zeros(0), float(c), abs(float(c)))
+    return Expr(np.zeros(0, dtype=np.int64), np.zeros(0), float(c), float(c), float(c))
 
 
 @dataclass
@@ -105,7 +110,7 @@ class Factored:
         if np.all(f == f[0]):
             return e.scaled(float(f[0]))
         if len(e.idx) == 0:
-            return Expr(self.x[knob], e.const * f, 0.0, abs(e.const) * float(f.max()))
+            return Expr(self.x[knob], e.const * f, 0.0, e.const * float(f.max()), e.const * float(f.min()))
         if e.const != 0.0:
             raise fc.Unsupported("a product of an affine expression with a knob")
         key = (e.idx.tobytes(), e.val.tobytes(), knob)
@@ -116,8 +121,12 @@ class Factored:
             self.mip.add_row(f"{name}-sum", np.concatenate([w, e.idx]), np.concatenate([np.ones(len(w)), -e.val]), 0.0, 0.0)
             for i, (wi, xi) in enumerate(zip(w, self.x[knob], strict=True)):
                 self.mip.add_row(f"{name}[{i}]-link", [wi, xi], [1.0, -e.ub], ub=0.0)
+                if e.lb > 0:
+                    # W_v = E·x_v >= lb(E)·x_v: valid, not implied, and it keeps the LP from moving
+                    # all of a small E onto the knob's cheapest value
+                    self.mip.add_row(f"{name}[{i}]-low", [wi, xi], [1.0, -e.lb], lb=0.0)
             self._cache[key] = w
-        return Expr(w, f.copy(), 0.0, e.ub * float(f.max()))
+        return Expr(w, f.copy(), 0.0, e.ub * float(f.max()), e.lb * float(f.min()))
 
     def term(self, e: Expr, t: fc.Term, upper: bool) -> Expr:
         """e × t (``upper``: the result is minimised or bounded above, so epigraphs are exact)."""
@@ -141,8 +150,8 @@ class Factored:
             # τ·(footprint/fp_max) >= e, and e/footprint = τ/fp_max
             fp_max = self.cols.upper(self.cols.footprint)
             ub = e.ub * fp_max / self.cols.footprint_min()
-            v = self.mip.add_var(self._name("inv-footprint"), 0.0, ub)
-            et = Expr(np.array([v], dtype=np.int64), np.ones(1), 0.0, ub)
+            v = self.mip.add_var(self._name("inv-footprint"), e.lb, ub)  # τ = E·F_max/F >= E
+            et = Expr(np.array([v], dtype=np.int64), np.ones(1), 0.0, ub, e.lb)
             prod = _sum([self.term(et, fc.Term(p.coef / fp_max, p.factors), upper) for p in self.cols.footprint])
             self.mip.add_row(self._name("inv-footprint-ge"), np.concatenate([prod.idx, e.idx]),
                              np.concatenate([prod.val, -e.val]), lb=e.const - prod.const)
@@ -169,25 +178,27 @@ class Factored:
         # rows in units of the largest branch bound (t in [0, 1]): coefficients stay near 1
         ub = max(x.ub for x in exprs) or 1.0
         exprs = [x.scaled(1.0 / ub) for x in exprs]
+        lb = min(max(max(x.lb for x in exprs), 0.0), 1.0)
         name = self._name("max")
-        t = self.mip.add_var(name, 0.0, 1.0)
+        t = self.mip.add_var(name, lb, 1.0)
         for j, x in enumerate(exprs):
             self.mip.add_row(f"{name}-ge[{j}]", np.concatenate([x.idx, [t]]), np.concatenate([x.val, [-1.0]]), ub=-x.const)
-        return Expr(np.array([t], dtype=np.int64), np.array([ub]), 0.0, ub)
+        return Expr(np.array([t], dtype=np.int64), np.array([ub]), 0.0, ub, lb * ub)
 
     def min_of(self, exprs: list[Expr]) -> Expr:
         """m >= the branch a one-hot δ picks: exact for a min bounded above (the solver picks the
         smallest branch)."""
         ub = max(x.ub for x in exprs) or 1.0
         exprs = [x.scaled(1.0 / ub) for x in exprs]
+        lb = min(max(min(x.lb for x in exprs), 0.0), 1.0)
         name = self._name("min")
-        m = self.mip.add_var(name, 0.0, 1.0)
+        m = self.mip.add_var(name, lb, 1.0)
         delta = [self.mip.add_binary(f"{name}:branch[{j}]") for j in range(len(exprs))]
         self.mip.add_row(f"{name}:branch-onehot", delta, np.ones(len(delta)), 1.0, 1.0)
         for j, x in enumerate(exprs):
             self.mip.add_indicator(f"{name}-ge[{j}]", delta[j], np.concatenate([[m], x.idx]),
                                    np.concatenate([[1.0], -x.val]), lb=x.const)
-        return Expr(np.array([m], dtype=np.int64), np.array([ub]), 0.0, ub)
+        return Expr(np.array([m], dtype=np.int64), np.array([ub]), 0.0, ub, lb * ub)
 
     # --- forms --------------------------------------------------------------------------------
     def product(self, sched: str, hw: str, workload: str | None, unit: float, upper: bool = True) -> Expr:
@@ -196,7 +207,7 @@ class Factored:
         col = self.cols.column(hw)
         if workload is None or sched == "one":
             # compiled at scale 1 (every W in [0, 1]), then divided by the unit
-            e = constant(1.0) if workload is None else Expr(self.y[workload], np.ones(len(self.y[workload])), 0.0, 1.0)
+            e = constant(1.0) if workload is None else Expr(self.y[workload], np.ones(len(self.y[workload])), 0.0, 1.0, 1.0)
             return self.col(e, col, upper).scaled(1.0 / unit)
         a = self.scheds[workload].column(sched)[self.sched_rows[workload]]
         if (a < 0).any():
@@ -231,7 +242,7 @@ class Factored:
         h.ub·Σ_g a_g B_g — exact for one-hot y, and as tight as h itself when y is integral."""
         y = self.y[workload]
         if len(h.idx) == 0:
-            return Expr(y, a * h.const, 0.0, float(a.max()) * abs(h.const))
+            return Expr(y, a * h.const, 0.0, float(a.max()) * h.const, float(a.min()) * h.const)
         reps, gid = groups(a)
         if len(reps) == 1:
             return h.scaled(float(reps[0]))
@@ -244,12 +255,16 @@ class Factored:
             b = np.array([self.mip.add_var(f"{name}[{g}]", 0.0, 1.0) for g in range(len(reps))], dtype=np.int64)
             self.mip.add_row(f"{name}-sum", np.concatenate([b, hn.idx]), np.concatenate([np.ones(len(b)), -hn.val]),
                              hn.const, hn.const)
+            low = max(hn.lb, 0.0)
             for g in range(len(reps)):
                 members = y[gid == g]
                 self.mip.add_row(f"{name}[{g}]-link", np.concatenate([[b[g]], members]),
                                  np.concatenate([[1.0], -np.ones(len(members))]), ub=0.0)
+                if low > 0:  # B_g = (h/h̄)·[y in g] >= lb(h/h̄)·[y in g]
+                    self.mip.add_row(f"{name}[{g}]-low", np.concatenate([[b[g]], members]),
+                                     np.concatenate([[1.0], -low * np.ones(len(members))]), lb=0.0)
             self._cache[key] = b
-        return Expr(b, reps * top, 0.0, float(reps.max()) * top)
+        return Expr(b, reps * top, 0.0, float(reps.max()) * top, float(reps.min()) * max(h.lb, 0.0))
 
     def form(self, form: Form, workload: str | None, unit: float) -> Expr:
         """form/unit, minimised or bounded above (maxima become epigraphs)."""
@@ -275,6 +290,28 @@ class Factored:
             rhs = self.col(constant(1.0), cap, upper=False).scaled(1.0 / unit)
             lhs = _sum([lhs, rhs.scaled(-1.0)])
         self.mip.add_row(c.name, lhs.idx, lhs.val, ub=c.rhs / unit - lhs.const)
+
+    def temperature(self, c: Constraint) -> None:
+        """T_amb + power·R_th(L) <= T_max as power <= (T_max − T_amb)/R_th(L): the right side is a
+        table over the layers (linear in x_L), so the power's terms need no product with R_th."""
+        (coef, form), = c.lhs
+        (p,) = form.linear
+        if coef != 1.0 or p.hw != "temperature_C" or p.sched != "one":
+            raise fc.Unsupported(f"{c.name}: not a bound on the junction temperature")
+        limit = c.rhs + (self.cols.column(c.rhs_hw).constant if c.rhs_hw else 0.0)
+        ambient = float(self.inst.system.ambient_C)
+        r_th = self.cols.column("r_th_C_per_W")
+        if r_th.groups or len(r_th.base) != 1 or r_th.base[0].fp or set(r_th.base[0].factors) - {"dram_layers"}:
+            raise fc.Unsupported("a thermal resistance that depends on more than the layers")
+        t = r_th.base[0]
+        r = t.coef * t.factors.get("dram_layers", np.ones(len(self.x["dram_layers"])))
+        cap = (limit - ambient) / r  # W per value of dram_layers
+        unit = _unit(float(np.max(np.abs(cap))))
+        self.used.update({"temperature_C", "power_W", "r_th_C_per_W"})
+        power = self.col(constant(1.0), self.cols.column("power_W"), upper=True).scaled(1.0 / unit)
+        idx = np.concatenate([power.idx, self.x["dram_layers"]])
+        val = np.concatenate([power.val, -cap / unit])
+        self.mip.add_row(c.name, idx, val, ub=-power.const)
 
     # --- decoding -----------------------------------------------------------------------------
     def decode(self, values: np.ndarray) -> dict[str, Any]:
@@ -367,7 +404,10 @@ def build_factored(inst: Instance, *, check: bool = True) -> Factored:
             unit = _unit(float(comp.scheds[c.workload].column(c.form.linear[0].sched).max()))
         else:
             unit = _unit(base.get((c.workload, c.name), 1.0))
-        comp.constraint(c, unit)
+        if c.name in TEMPERATURE_ROWS:
+            comp.temperature(c)
+        else:
+            comp.constraint(c, unit)
     total_unit = _unit(sum(weight * base.get((w, m), 1.0) for w, m, weight in objective_terms(inst)))
     parts = []
     for w, metric, weight in objective_terms(inst):

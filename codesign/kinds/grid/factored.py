@@ -93,6 +93,8 @@ class Factored:
     x: dict[str, np.ndarray] = field(default_factory=dict)  # knob -> one-hot variables
     y: dict[str, np.ndarray] = field(default_factory=dict)  # workload -> one-hot variables
     sched_rows: dict[str, np.ndarray] = field(default_factory=dict)
+    #: knob -> indices into its domain of the values left by :func:`prune_domains` (x's order)
+    kept: dict[str, np.ndarray] = field(default_factory=dict)
     objective_unit: float = 1.0
     empty_reason: str | None = None
     used: set[str] = field(default_factory=set)  # hardware columns compiled (checked against the model)
@@ -317,7 +319,7 @@ class Factored:
     def decode(self, values: np.ndarray) -> dict[str, Any]:
         design: dict[str, Any] = {}
         for d in self.inst.hardware_decisions:
-            design[d.name] = d.domain[_chosen(values[self.x[d.name]])]
+            design[d.name] = d.domain[int(self.kept[d.name][_chosen(values[self.x[d.name]])])]
         for w in self.inst.workloads:
             row = int(self.sched_rows[w.name][_chosen(values[self.y[w.name]])])
             design.update(self._schedule_design(w.name, row))
@@ -335,7 +337,7 @@ class Factored:
         for d in self.inst.hardware_decisions:
             hit = np.flatnonzero(self.x[d.name] == var)
             if len(hit):
-                return {d.name: d.domain[int(hit[0])]}
+                return {d.name: d.domain[int(self.kept[d.name][int(hit[0])])]}
         for w, ys in self.y.items():
             hit = np.flatnonzero(ys == var)
             if len(hit):
@@ -388,8 +390,16 @@ def build_factored(inst: Instance, *, check: bool = True) -> Factored:
     sample_at = fc.check_points(columns.knobs, samples=64, seed=1)
     sample = Tables(fc._table(inst, sample_at), scheds)
     cons = constraints(inst, sample.hw, scheds)
+    keep = prune_domains(comp, cons)
+    comp.kept = {k: np.flatnonzero(m) for k, m in keep.items()}
+    empty = [k for k, m in keep.items() if not m.any()]
+    if empty:
+        comp.empty_reason = (f"no value of {empty[0]} meets the hardware-only constraints and the least memory "
+                             "a layout needs, whatever the other knobs (per-knob bounds)")
+        return comp
+    comp.cols = fc.restrict(columns, keep)
     for d in inst.hardware_decisions:
-        idx = [comp.mip.add_binary(f"hw[{d.name}={v}]") for v in d.domain]
+        idx = [comp.mip.add_binary(f"hw[{d.name}={d.domain[int(i)]}]") for i in comp.kept[d.name]]
         comp.mip.add_row(f"hw[{d.name}]-onehot", idx, np.ones(len(idx)), 1.0, 1.0)
         comp.x[d.name] = np.array(idx, dtype=np.int64)
     if not _add_schedules(comp, cons):
@@ -419,6 +429,53 @@ def build_factored(inst: Instance, *, check: bool = True) -> Factored:
     if check:
         fc.verify_columns(inst, columns, comp.used)
     return comp
+
+
+#: the domain presolve removes a knob value only when a bound exceeds a limit by more than this
+#: (relative; the model's own tolerance is FEASIBILITY_RTOL = 1e-9, round-off far below both)
+PRUNE_RTOL = 1e-6
+
+
+def prune_domains(comp: Factored, cons: list[Constraint]) -> dict[str, np.ndarray]:
+    """Knob values no feasible design has (an exact presolve over Σ_k |dom k| values).
+
+    For every knob value, bounds over all designs with that value (each other factor at its
+    extreme, :func:`factored_columns.col_bound`): a value is removed when even the least power is
+    above the junction limit's power cap, the least left side of a hardware-only budget is above
+    it, or the largest usable capacity is below the least memory any layout of a workload needs.
+    Repeated until nothing changes (removing values tightens the others' bounds)."""
+    cols = comp.cols
+    keep = {k: np.ones(len(v), dtype=bool) for k, v in cols.knobs.items()}
+    hw_rows = [c for c in cons if c.workload is None and c.name not in TEMPERATURE_ROWS and len(c.lhs) == 1
+               and c.lhs[0][0] > 0 and not c.rhs_hw and all(p.sched == "one" for p in c.lhs[0][1].products)]
+    temps = [c for c in cons if c.name in TEMPERATURE_ROWS]
+    need = [float(comp.scheds[c.workload].column(c.form.linear[0].sched).min()) for c in cons
+            if c.name.startswith("memory-capacity-local") and comp.scheds[c.workload].size]
+    changed = True
+    while changed:
+        changed = False
+        cur = fc.restrict(cols, keep)
+        for k in cur.knobs:
+            bad = np.zeros(len(cur.knobs[k]), dtype=bool)
+            for c in hw_rows:
+                lo = sum((fc.col_bound(cur, cur.column(p.hw), k, high=False) for p in c.lhs[0][1].linear),
+                         np.zeros(len(bad)))
+                bad |= lo > c.rhs + PRUNE_RTOL * abs(c.rhs)
+            if temps:
+                power = fc.col_bound(cur, cur.column("power_W"), k, high=False)
+                for c in temps:
+                    limit = c.rhs + (cur.column(c.rhs_hw).constant if c.rhs_hw else 0.0)
+                    cap = (limit - float(comp.inst.system.ambient_C)) / fc.col_bound(cur, cur.column("r_th_C_per_W"), k, high=False)
+                    bad |= power > cap + PRUNE_RTOL * np.abs(cap)
+            if need:
+                cap = fc.col_bound(cur, cur.column("capacity_B"), k, high=True)
+                bad |= cap < max(need) * (1 - PRUNE_RTOL)
+            if bad.any():
+                idx = np.flatnonzero(keep[k])
+                keep[k][idx[bad]] = False
+                changed = not bad.all()  # an empty domain: no design is feasible
+                break
+    return keep
 
 
 def _add_schedules(comp: Factored, cons: list[Constraint]) -> bool:

@@ -292,3 +292,51 @@ def verify_columns(inst: Instance, columns: Columns, names: set[str], at: dict[s
             raise ModelError(f"factored hardware column {name} disagrees with the model at "
                              f"{ {k: float(columns.knobs[k][at[k][i]]) for k in columns.knobs} }: "
                              f"{mine[i]!r} vs {model[i]!r}")
+
+
+# --- bounds per knob value (the domain presolve of factored.py) ---------------------------------
+def _extreme(f: np.ndarray, knob: str, k: str, high: bool) -> np.ndarray | float:
+    """The factor's values over knob ``k``'s domain when it is the factor's own knob, else its
+    extreme over its own domain (a scalar)."""
+    return f if knob == k else float(f.max() if high else f.min())
+
+
+def term_bound(cols: Columns, t: Term, k: str, high: bool) -> np.ndarray:
+    """Per value of knob ``k``: a lower (``high`` False) or upper bound of term ``t`` over every
+    design with that value (each factor at its extreme; footprint by the same rule)."""
+    n = len(cols.knobs[k])
+    up = high if t.coef >= 0 else not high
+    v = np.full(n, t.coef)
+    for knob, f in t.factors.items():
+        v = v * _extreme(f, knob, k, up)
+    if t.fp:
+        # footprint^+1 grows with the footprint, footprint^-1 shrinks: pick its matching extreme
+        fp = sum(term_bound(cols, p, k, up if t.fp > 0 else not up) for p in cols.footprint)
+        v = v * np.asarray(fp, dtype=float) ** t.fp
+    return v
+
+
+def col_bound(cols: Columns, col: Col, k: str, high: bool) -> np.ndarray:
+    """Per value of knob ``k``: a lower or upper bound of ``col`` over every design with that value
+    (a sum of bounds; a max or min of branch bounds)."""
+    out = np.zeros(len(cols.knobs[k]))
+    for t in col.base:
+        out = out + term_bound(cols, t, k, high)
+    for kind, branches in col.groups:
+        vals = np.array([sum((term_bound(cols, t, k, high) for t in br), np.zeros(len(cols.knobs[k])))
+                         for br in branches])
+        out = out + (vals.max(axis=0) if kind == "max" else vals.min(axis=0))
+    return out
+
+
+def restrict(cols: Columns, keep: dict[str, np.ndarray]) -> Columns:
+    """The columns over the knob values ``keep`` (knob -> boolean mask over its domain)."""
+
+    def term(t: Term) -> Term:
+        return Term(t.coef, {k: f[keep[k]] for k, f in t.factors.items()}, t.fp)
+
+    def col(c: Col) -> Col:
+        return Col([term(t) for t in c.base], [(kind, [[term(t) for t in br] for br in brs]) for kind, brs in c.groups])
+
+    return Columns({k: v[keep[k]] for k, v in cols.knobs.items()}, [term(t) for t in cols.footprint],
+                   {n: col(c) for n, c in cols.cols.items()})

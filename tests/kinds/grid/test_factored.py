@@ -132,3 +132,16 @@ def test_factored_model_grows_with_the_sum_of_the_domains():
     # Σ|dom| grows by 24 values; each compiled product disaggregates over the clock at most once
     # per distinct schedule expression: far below the 5.8x of the enumeration
     assert b["variables"] < 2 * a["variables"]
+
+
+def test_domain_presolve_removes_only_infeasible_values():
+    """An area budget that no design with 80 mm² of compute meets: the value is removed, and the
+    optimum is still brute force's."""
+    grid = Grid(load_instance("tiny-3d-llama8b")).with_budgets(["area_mm2 <= 100"])
+    comp = factored.build_factored(grid.inst)
+    kept = {k: [grid.inst.decision_index[k].domain[i] for i in v] for k, v in comp.kept.items()}
+    assert kept["compute_area_mm2"] == [40.0]
+    assert kept["dram_layers"] == [2, 4, 8]
+    bf = brute_force(grid.inst)
+    fac = solve(grid.with_formulation("factored"), solver="highs")
+    assert fac.status == "optimal" and _same(fac.objective, bf.objective)

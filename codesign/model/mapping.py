@@ -34,8 +34,9 @@ that bandwidth whatever its ports, and module-port and switch limits are not app
 Capacity: each tier holds the stored bytes placed in it (weights of a layer, the KV cache of all B
 sequences for a layer); the first stage also holds the embedding table, the last the LM head,
 both in local memory. Energy per token = (dynamic energy of a period + static power of all devices
-x T) / m, with per-byte energies of each path (local DRAM; PCIe + DDR5 for host; adapter + switch
-+ adapter + module memory for the pool).
+and of the appliance's lit optical ports (``port_static_power_W``, default 0) x T) / m, with
+per-byte energies of each path (local DRAM; PCIe + DDR5 for host; adapter + switch + adapter +
+module memory for the pool).
 
 This module is the single source of truth for mapping designs; the MIP in
 :mod:`codesign.kinds.mapping.formulation` compiles it and every solve is re-checked here.
@@ -128,6 +129,8 @@ class MappingProblem:
     module_tiers: list[str] = field(default_factory=list)
     #: metric budgets (``[[budgets.custom]]``, ``--budget``; :mod:`codesign.model.mapping_budgets`)
     budgets: tuple[MappingBudget, ...] = ()
+    #: static power of the appliance's lit optical ports (devices' and modules'), W
+    hardware_static_W: float = 0.0
 
     @property
     def stages(self) -> int:
@@ -152,6 +155,9 @@ class MappingProblem:
 def build_problem(inst) -> MappingProblem:
     """Derive the numbers of a mapping instance (:class:`codesign.kinds.mapping.spec.MappingInstance`)."""
     s = inst.spec
+    if any(isinstance(v, list) for v in [*(g.pool_ports for g in s.devices), s.appliance and s.appliance.modules]):
+        raise ValueError(f"{inst.name} decides its hardware: build the problem of one hardware design "
+                         "(codesign.kinds.mapping.joint.instance_at)")
     w = load_workload(s.workload.workload)
     if s.workload.layers is not None:
         w = w.model_copy(update={"num_layers": s.workload.layers})
@@ -248,6 +254,8 @@ def build_problem(inst) -> MappingProblem:
         objective=s.objective.metric,
         module_tiers=pool.module_tiers,
         budgets=tuple(parse_mapping_budget(b.expr, name=b.name, source="budgets.custom") for b in s.budgets.custom),
+        hardware_static_W=0.0 if s.appliance is None else (s.appliance.port_static_power_W or 0.0) * (
+            sum(x.ports for x in devices) + pool.module_ports),
     )
 
 
@@ -448,7 +456,7 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
         + (host_read * col("J_per_B_host")).sum(1)
         + ((cw.sum(1) * lay.w_read_B + ck.sum(1) * lay.kv_read_B) * pool_J).sum(1)
     )
-    energy = (dyn + col("static_W").sum() * period) / p.micro_batch
+    energy = (dyn + (col("static_W").sum() + p.hardware_static_W) * period) / p.micro_batch
     for b in p.budgets:
         budget_ok = budget_ok & b.holds(b.lhs(period, energy, D, p.micro_batch))
     return Assessment(

@@ -38,6 +38,7 @@ class MemoryTiers:
     path_J_per_B: float = 0.0  # adapter + switch + adapter
     assumed_device_Bps: float | None = None  # the paper's assumed bandwidth per device, if stated
     max_devices_per_module: int | None = None
+    module_ports: int = 0  # optical ports of the modules used
     module_tiers: list[str] = field(default_factory=list)
 
 
@@ -51,6 +52,7 @@ def memory_tiers(appliance: Any) -> MemoryTiers:
     out.modules = appliance.modules or app.modules
     out.port_Bps = app.port_bandwidth_GBps * app.ports_per_module * GBps
     out.switch_Bps = app.switching_capacity_GBps * GBps
+    out.module_ports = out.modules * app.ports_per_module
     e = getattr(app.energy_pJ_per_bit, appliance.medium)
     g = network.appliance_system(1, 1, adapter_pJ_per_bit=e.adapter, switch_pJ_per_bit=e.switch)
     out.path_J_per_B = network.path_energy_pJ_per_bit(g, "dev0", "mod0") * BITS_PER_BYTE * PICO

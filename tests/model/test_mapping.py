@@ -135,3 +135,18 @@ def test_paper_assumption_ignores_ports_and_is_linted():
     assert max(ev.memory_s) >= p.layer.w_read_B / 26_800e9
     codes = [x.code for x in lints(inst)]
     assert "pool-bandwidth-exceeds-ports" in codes  # 26,800 > 1 port x 900 GB/s
+
+
+def test_lit_ports_static_power_by_hand():
+    """port_static_power_W x (device ports + module ports) joins the devices' static power: the same
+    design costs that x T / m more energy per token, its period unchanged; without it nothing changes."""
+    raw = generate_mapping(devices=2, modules=3, layers=4, ports=2, weights=("local", "pool"), kv=("local",))
+    plain = build_problem(mapping_from_data(raw))
+    raw["appliance"]["port_static_power_W"] = 5.04
+    lit = build_problem(mapping_from_data(raw))
+    assert plain.hardware_static_W == 0.0
+    assert lit.hardware_static_W == pytest.approx(5.04 * (2 * 2 + 3 * 1), rel=1e-15)  # 1 port per module
+    d = MappingDesign((2, 2), ("pool:0:ddr", "local", "pool:1:hbm", "local"), ("local",) * 4, ((0,), (1, 2)))
+    a, b = evaluate_mapping(plain, d), evaluate_mapping(lit, d)
+    assert a.feasible and b.feasible and a.period_s == b.period_s
+    assert b.energy_per_token_J - a.energy_per_token_J == pytest.approx(5.04 * 7 * a.period_s / plain.micro_batch, rel=1e-9)

@@ -20,6 +20,7 @@ Units inside the MIP: time in microseconds, bytes in GB (capacity rows), energy 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,8 @@ RELAX = 1 + FEASIBILITY_RTOL
 CUTOFF_MARGIN = 1e-6
 BYTE_UNIT = 1e9
 ENERGY_UNIT_J = 1e-3
+#: ``extend(mip, a, T, t_ub)`` of :func:`build_mapping` -> (variables, coefficients) of energy per token
+Extension = Callable[[MIP, dict[tuple[int, int], int], int, float], tuple[list[int], list[float]]]
 
 
 @dataclass
@@ -68,7 +71,7 @@ class MappingMIP:
         return MappingDesign(tuple(n), tuple(weights), tuple(kv), attach)
 
 
-def _time_ub(p: MappingProblem) -> float:
+def time_ub_s(p: MappingProblem) -> float:
     """A valid upper bound on any stage time or shared-resource load of a design, in seconds."""
     lay = p.layer
     nmax = p.layers - p.stages + 1
@@ -128,27 +131,30 @@ def greedy_design(p: MappingProblem) -> MappingDesign:
 
 def time_cap_s(p: MappingProblem) -> float:
     """An upper bound on the period of every design at least as good as a known feasible one
-    (the greedy design), else the generic bound :func:`_time_ub`. Exact for optimisation: the
+    (the greedy design), else the generic bound :func:`time_ub_s`. Exact for optimisation: the
     optimum is never worse than a feasible design. Tokens/s: T <= T_greedy. Energy: the static
     part alone gives E >= P_static·T/m, so E <= E_greedy implies T <= E_greedy·m/P_static."""
-    generic = _time_ub(p)
+    generic = time_ub_s(p)
     ev = evaluate_mapping(p, greedy_design(p))
     if not ev.feasible:
         return generic
     if p.objective == "tokens_per_s":
         cap = ev.period_s
     else:
-        static = sum(x.static_W for x in p.devices)
+        static = sum(x.static_W for x in p.devices) + p.hardware_static_W
         cap = ev.energy_per_token_J * p.micro_batch / static if static > 0 else generic
     return min(generic, cap * (1 + CUTOFF_MARGIN))
 
 
-def build_mapping(p: MappingProblem) -> MappingMIP:
+def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s: float | None = None) -> MappingMIP:
+    """The MIP of ``p``; ``extend`` adds rows over the attachment and the period and returns terms of
+    the energy per token (joint hardware: :mod:`codesign.kinds.mapping.joint`); ``t_cap_s`` replaces
+    :func:`time_cap_s` as the bound on the period."""
     mip = MIP(name=f"mapping-{p.inst.name}")
     D, L, lay = p.stages, p.layers, p.layer
     nmax = L - D + 1
     tau = TIME_UNIT_S
-    t_ub = time_cap_s(p) / tau
+    t_ub = (time_cap_s(p) if t_cap_s is None else t_cap_s) / tau
 
     n = [mip.add_var(f"n[{d}]", 1, nmax, integer=True) for d in range(D)]
     mip.add_row("layers", n, np.ones(D), lb=L, ub=L)
@@ -321,6 +327,9 @@ def build_mapping(p: MappingProblem) -> MappingMIP:
 
     m = p.micro_batch
     energy = _energy_per_token(p, n, cw, ck, T)
+    if extend is not None:
+        e_idx, e_val = extend(mip, a, T, t_ub)
+        energy = (energy[0] + e_idx, energy[1] + e_val, energy[2])
     for b in p.budgets:
         add_budget(mip, p, b, energy, T)
     if p.objective == "tokens_per_s":
@@ -360,7 +369,7 @@ def _energy_per_token(p: MappingProblem, n: list[int], cw: dict, ck: dict, T: in
                 idx.append(ck[d, t])
                 val.append(lay.kv_read_B * e)
     idx.append(T)
-    val.append(sum(x.static_W for x in p.devices) * TIME_UNIT_S)
+    val.append((sum(x.static_W for x in p.devices) + p.hardware_static_W) * TIME_UNIT_S)
     m = p.micro_batch
     return idx, [v / m for v in val], const / m
 

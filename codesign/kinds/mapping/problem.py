@@ -8,6 +8,7 @@ formulations/mapping.md).
 from __future__ import annotations
 
 import copy
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,13 +16,14 @@ import numpy as np
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.base import Assessment, BruteForce, DecisionInfo, Formulation, Lint, register
 from codesign.kinds.fixed import BACKEND_OPTIONS, FixedHardwareProblem
-from codesign.kinds.mapping import render
+from codesign.kinds.mapping import joint, render
 from codesign.kinds.mapping.brute import brute_force_mapping
 from codesign.kinds.mapping.formulation import build_mapping, greedy_design
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
 from codesign.model.mapping import (
     MappingDesign,
+    MappingProblem,
     build_problem,
     evaluate_mapping,
     parse_mapping_design,
@@ -53,9 +55,34 @@ class Mapping(FixedHardwareProblem):
     baseline_rule = ("balanced stages, each device attached to consecutive modules, every layer's weights and then "
                      "KV cache in the first allowed tier with room (local, host, an attached module)")
 
+    # --- joint hardware (:mod:`codesign.kinds.mapping.joint`) ------------------------------
+    @cached_property
+    def hardware(self) -> joint.HardwareSpace:
+        return joint.hardware_space(self.inst)
+
+    @cached_property
+    def model(self) -> MappingProblem:
+        """The instance's numbers; with hardware decisions, those of the largest hardware."""
+        return self.problem_at(self.hardware.largest()) if self.hardware.joint else build_problem(self.inst)
+
+    def problem_at(self, hw: dict[str, Any]) -> MappingProblem:
+        """The fixed-hardware numbers of one hardware design (built once each)."""
+        cache = self.__dict__.setdefault("_problems", {})
+        k = joint.key(hw)
+        if k not in cache:
+            cache[k] = build_problem(joint.instance_at(self.inst, hw))
+        return cache[k]
+
+    def _split(self, design: dict[str, Any]) -> tuple[MappingProblem, dict[str, Any]]:
+        """The numbers a design is evaluated with and its mapping part."""
+        if not self.hardware.joint:
+            return self.model, design
+        hw = joint.parse_hardware(self.hardware, design.get(joint.HARDWARE_KEY), self.hardware.largest(), "design")
+        return self.problem_at(hw), {k: v for k, v in design.items() if k != joint.HARDWARE_KEY}
+
     def decisions(self) -> list[DecisionInfo]:
         p = self.model
-        return [
+        return [*(self.hardware.decisions() if self.hardware.joint else []),
             DecisionInfo("layers_per_stage", f"{p.layers} layers in {p.stages} contiguous stages (at least one each)",
                          "mapping"),
             DecisionInfo("weights", f"a tier per layer: {', '.join(p.tiers[i].label for i in p.weight_tiers)}", "mapping"),
@@ -65,20 +92,32 @@ class Mapping(FixedHardwareProblem):
         ]
 
     def space_size(self) -> int:
+        if self.hardware.joint:
+            return sum(space_size(self.problem_at(hw)) for hw in self.hardware.choices())
         return space_size(self.model)
 
     def rule_baseline(self) -> dict[str, Any]:
+        if self.hardware.joint:
+            hw, design, _ = joint.greedy(self)
+            return {joint.HARDWARE_KEY: hw, **design.as_dict()}
         return greedy_design(self.model).as_dict()
 
-    def parse_full(self, data: dict[str, Any], source: str) -> MappingDesign:
-        return parse_mapping_design(self.model, data, source=source)
+    def parse_full(self, data: dict[str, Any], source: str) -> MappingDesign | joint.JointDesign:
+        if not self.hardware.joint:
+            return parse_mapping_design(self.model, data, source=source)
+        hw = joint.parse_hardware(self.hardware, data.get(joint.HARDWARE_KEY), self.baseline().get(joint.HARDWARE_KEY)
+                                  or self.hardware.largest(), source)
+        p = self.problem_at(hw)
+        rest = {k: v for k, v in data.items() if k != joint.HARDWARE_KEY}
+        return joint.JointDesign(hw, p, parse_mapping_design(p, rest, source=source))
 
-    def shape_problems(self, design: MappingDesign) -> list[str]:
-        return [v for v in structural_violations(self.model, design) if v.startswith(SHAPE_VIOLATIONS)]
+    def shape_problems(self, design: MappingDesign | joint.JointDesign) -> list[str]:
+        p, m = (design.problem, design.mapping) if isinstance(design, joint.JointDesign) else (self.model, design)
+        return [v for v in structural_violations(p, m) if v.startswith(SHAPE_VIOLATIONS)]
 
     def assess(self, design: dict[str, Any]) -> Assessment:
-        p = self.model
-        ev = evaluate_mapping(p, parse_mapping_design(p, design, source="design"))
+        p, mapping = self._split(design)
+        ev = evaluate_mapping(p, parse_mapping_design(p, mapping, source="design"))
         internal = ev.period_s if p.objective == "tokens_per_s" else ev.energy_per_token_J
         metrics = {
             "tokens_per_s": ev.tokens_per_s,
@@ -98,10 +137,14 @@ class Mapping(FixedHardwareProblem):
             "pool_used_B": ev.pool_used_B,
             "local_capacity_B": [d.local_capacity_B for d in p.devices],
         }
+        if self.hardware.joint:
+            metrics["hardware_static_W"] = p.hardware_static_W
         return Assessment(design, ev.feasible, ev.objective, internal, metrics, tuple(ev.violations), (), ev)
 
     def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
         """(No presolve removes designs from this kind's MIP: ``presolve`` changes nothing.)"""
+        if self.hardware.joint:
+            return joint.formulate(self)
         mm = build_mapping(self.model)
         design_vars = np.array([*mm.n, *mm.cw.values(), *mm.ck.values(), *mm.a.values()], dtype=np.int64)
         return Formulation(
@@ -110,6 +153,8 @@ class Mapping(FixedHardwareProblem):
         )
 
     def brute_force(self, *, deadline: float | None = None) -> BruteForce:
+        if self.hardware.joint:
+            return joint.brute_force(self, deadline)
         return self.brute_force_of(brute_force_mapping(self.model, deadline))
 
     # --- variants ------------------------------------------------------------------------------
@@ -151,7 +196,10 @@ class Mapping(FixedHardwareProblem):
         render.print_summary(console, summary)
 
     def render_design(self, console: Any, assessment: Assessment) -> None:
-        render.print_design(console, self.model, assessment.design, assessment.detail)
+        p, mapping = self._split(assessment.design)
+        if self.hardware.joint:
+            console.print(f"hardware: {assessment.design[joint.HARDWARE_KEY]}")
+        render.print_design(console, p, mapping, assessment.detail)
 
     def capacity_conflicts(self) -> list[dict[str, Any]]:
         """The bytes to hold against the room of the allowed tiers, the first and last stage's

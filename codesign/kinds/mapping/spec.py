@@ -15,9 +15,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
@@ -37,6 +37,22 @@ Objective = Literal["tokens_per_s", "energy_per_token_J"]
 #: 1 MB/s to 10 PB/s (HBM3E: ~5 TB/s). Beyond them a time or a count overflows or underflows
 MIN_CAPACITY_GiB, MAX_CAPACITY_GiB = 2.0**-30, 2.0**20
 MIN_BANDWIDTH_GBps, MAX_BANDWIDTH_GBps = 1e-3, 1e7
+#: a lit optical port draws a few W (a 7.2 Tbps port's laser: 5 W); 10 kW is no port
+MAX_PORT_STATIC_W = 1e4
+#: a device group's optical port count
+Ports = Annotated[int, Field(ge=0)]
+
+
+def distinct(value: Any) -> Any:
+    """A decision's list of values: none repeated (a scalar passes)."""
+    if isinstance(value, list) and (not value or len(set(value)) != len(value)):
+        raise ValueError(f"a decision's values are a non-empty list without repeats, got {value}")
+    return value
+
+
+def most(value: int | list[int] | None) -> int:
+    """The largest value of a scalar-or-list setting (0 for None)."""
+    return max(value) if isinstance(value, list) else (value or 0)
 
 
 class WorkloadPart(Strict):
@@ -59,8 +75,9 @@ class DeviceGroup(Strict):
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     chip: str = Field(min_length=1)
     count: PositiveInt
-    #: optical ports to the appliance (each attaches to one module); 0 = not attached
-    pool_ports: int = Field(default=0, ge=0)
+    #: optical ports to the appliance (each attaches to one module); 0 = not attached; a list: a
+    #: hardware decision over those counts (every device of the group gets the chosen one)
+    pool_ports: Ports | list[Ports] = 0
     #: host (CPU) memory reachable over the host link, per device; 0 = no host tier
     host_capacity_GiB: float = Field(default=0.0, ge=0, le=MAX_CAPACITY_GiB)
     #: overrides of the chip's local memory (e.g. a 3D-stacked variant); cite them in `notes`
@@ -68,19 +85,39 @@ class DeviceGroup(Strict):
     memory_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
     notes: str = ""
 
+    @field_validator("pool_ports")
+    @classmethod
+    def _distinct(cls, value: Any) -> Any:
+        return distinct(value)
+
 
 class AppliancePart(Strict):
     """The pooled-memory appliance as the instance uses it."""
 
     id: str = Field(min_length=1)
     medium: Literal["photonic", "electrical"] = "photonic"
-    #: use only this many modules (default: all of the appliance's)
-    modules: PositiveInt | None = None
+    #: use only this many modules (default: all of the appliance's); a list: a hardware decision
+    modules: PositiveInt | list[PositiveInt] | None = None
     #: devices that may share one module port (default: no limit)
     max_devices_per_module: PositiveInt | None = None
     #: the paper's assumption: every device reaches the pool at this bandwidth, whatever its
     #: ports; module-port and switch limits are then not applied (CelestiSim's 26,800 GB/s)
     assumed_device_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
+    #: static power of one lit optical port (each device port and each module port), drawn whatever
+    #: the traffic; not given: not charged. Cite its source in the instance's provenance
+    port_static_power_W: float | None = Field(default=None, ge=0, le=MAX_PORT_STATIC_W)
+
+    @field_validator("modules")
+    @classmethod
+    def _distinct(cls, value: Any) -> Any:
+        return distinct(value)
+
+    @model_validator(mode="after")
+    def _decisions_need_ports(self) -> AppliancePart:
+        if isinstance(self.modules, list) and self.assumed_device_bandwidth_GBps is not None:
+            raise ValueError("a list of modules (a hardware decision) needs the port model: "
+                             "drop assumed_device_bandwidth_GBps")
+        return self
 
 
 class TiersPart(Strict):
@@ -136,8 +173,10 @@ class MappingFile(Strict):
             )
         if "pool" in self.tiers.weights + self.tiers.kv and self.appliance is None:
             raise ValueError("tiers allow 'pool' but the instance has no [appliance]; remove 'pool' or add one")
-        if self.appliance is not None and not any(g.pool_ports for g in self.devices) and self.appliance.assumed_device_bandwidth_GBps is None:
+        if self.appliance is not None and not any(most(g.pool_ports) for g in self.devices) and self.appliance.assumed_device_bandwidth_GBps is None:
             raise ValueError("[appliance] is given but no device group has pool_ports > 0")
+        if self.appliance is None and any(isinstance(g.pool_ports, list) for g in self.devices):
+            raise ValueError("a list of pool_ports (a hardware decision) needs an [appliance]")
         return self
 
 
@@ -245,7 +284,7 @@ def _check_references(spec: MappingFile, source: Path | str | None) -> None:
                 f"unknown appliance {spec.appliance.id!r}", file=source, key="appliance.id", value=spec.appliance.id, suggestion=did_you_mean(spec.appliance.id, ids)
             )
         app = catalog.load_appliance(spec.appliance.id)
-        if spec.appliance.modules is not None and spec.appliance.modules > app.modules:
+        if most(spec.appliance.modules) > app.modules:
             raise InputError(
                 f"appliance {app.id} has {app.modules} modules", file=source, key="appliance.modules", value=spec.appliance.modules, expected=f"<= {app.modules}"
             )

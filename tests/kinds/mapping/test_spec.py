@@ -9,10 +9,10 @@ import pytest
 
 from codesign.errors import InputError
 from codesign.kinds.mapping.generate import generate_mapping
+from codesign.kinds.mapping.problem import Mapping
 from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
 from codesign.kinds.registry import named_paths
 from codesign.model.calibration import shipped
-from codesign.model.mapping import build_problem, space_size
 from codesign.schema import load_toml
 
 
@@ -49,7 +49,7 @@ MAPPING_NAMED = sorted(n for n, p in named_paths().items() if load_toml(p).get("
 
 def test_the_named_mapping_instances_load_and_two_exceed_1e15():
     assert "tiny-pf-mapping" in MAPPING_NAMED
-    big = [n for n in MAPPING_NAMED if space_size(build_problem(load_mapping(str(named_paths()[n])))) > 10**15]
+    big = [n for n in MAPPING_NAMED if Mapping.load(named_paths()[n]).space_size() > 10**15]
     assert len(big) >= 2
     assert math.comb(125, 15) > 10**15  # 126 layers into 16 stages alone
 

@@ -24,6 +24,7 @@ called a feasible instance infeasible). Rows and variables the run adds are remo
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ from codesign.proof.tolerances import (
 SOLVERS = ("highs", "cpsat")
 #: ``--solver auto``: the problem's kind chooses (:func:`choose_solver`)
 AUTO = "auto"
+#: ``--threads`` is at most this many per core (and at least 64 is allowed)
+THREADS_PER_CORE = 8
 
 #: a round a backend answers with an error is solved once more with these options
 RETRY_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"options": {"presolve": "off"}}}
@@ -86,6 +89,18 @@ def check_limits(time_limit: float | None, threads: int | None = None) -> None:
     if threads is not None and threads < 0:
         raise InputError("threads is a count", key="--threads", value=threads,
                          expected=">= 1, or 0 for the solver's own choice")
+    if threads is not None and threads > (n := max(64, THREADS_PER_CORE * _cores())):
+        # CP-SAT's portfolio may gain from a few workers per core; 100000 started 100000 threads
+        raise InputError(f"more solver threads than {THREADS_PER_CORE} per core ({_cores()} cores here)",
+                         key="--threads", value=threads, expected=f"0 (the solver's choice) to {n}")
+
+
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # (not Linux)
+        return max(1, os.cpu_count() or 1)
 
 
 def backend_solve(mip, solver: str, **opts: Any) -> SolveResult:

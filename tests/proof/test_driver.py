@@ -775,7 +775,8 @@ def test_known_solvers_pass():
         check_solver(solver)
 
 
-@pytest.mark.parametrize(("time_limit", "threads"), [(0.0, None), (-1.0, None), (math.inf, None), (math.nan, None), (None, -1)])
+@pytest.mark.parametrize(("time_limit", "threads"), [(0.0, None), (-1.0, None), (math.inf, None), (math.nan, None), (None, -1),
+                                                    (None, 100_000)])
 def test_limits_are_checked(time_limit, threads):
     with pytest.raises(InputError):
         check_limits(time_limit, threads)
@@ -844,3 +845,10 @@ def test_a_round_the_limit_stops_says_so_when_the_solver_does_not(named, monkeyp
     # without a limit the solver's own words stand
     sol = driver.solve(named("tiny-placement-mixtral"), solver="cpsat")
     assert sol.status == "feasible" and sol.termination == "FEASIBLE"
+
+
+def test_threads_up_to_eight_per_core_and_at_least_64_are_accepted():
+    check_limits(None, 0)
+    check_limits(None, 64)  # a CP-SAT portfolio of 64 workers, whatever the machine
+    with pytest.raises(InputError, match="per core"):
+        check_limits(None, max(64, driver.THREADS_PER_CORE * driver._cores()) + 1)

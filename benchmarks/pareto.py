@@ -18,6 +18,9 @@ point favours the grid: with ties its solve may return a weakly dominated design
 
     python benchmarks/pareto.py [--only NAME] [--sample 12] [--time-limit 60]
 
+(``--only``: that instance's cases are measured again, the others keep their recorded run; each
+case states its own load average and time.)
+
 Writes ``results/pareto.json``. Times are wall-clock on a shared machine (the 1-minute load average
 is recorded beside them); nothing here asserts a time.
 """
@@ -153,10 +156,15 @@ def main() -> int:
     t0 = time.perf_counter()
     cases = [c for c in CASES if args.only in (None, c[0])]
     results = [run_case(*c, time_limit=args.time_limit, sample=args.sample) for c in cases]
+    out = RESULTS / "pareto.json"
+    if args.only and out.exists():  # the other cases keep their recorded run
+        ran = {(c["instance"], c["x"], c["y"]) for c in results}
+        kept = [c for c in json.loads(out.read_text())["cases"] if (c["instance"], c["x"], c["y"]) not in ran]
+        order = {c: i for i, c in enumerate(CASES)}
+        results = sorted(kept + results, key=lambda c: order.get((c["instance"], c["x"], c["y"]), len(order)))
     doc = {"machine": machine(), "command": "python benchmarks/pareto.py " + " ".join(sys.argv[1:]),
            "date": time.strftime("%Y-%m-%d"), "time_limit_s": args.time_limit, "cases": results,
            "wall_s": time.perf_counter() - t0}
-    out = RESULTS / "pareto.json"
     out.write_text(json.dumps(doc, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     print(f"wrote {out}")
     return 0

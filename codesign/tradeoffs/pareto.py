@@ -20,6 +20,9 @@ bound metric is an objective of the instance too, each ε-solve is followed by a
 solve: optimise the bound metric under the same budget and a budget keeping the driver within δ
 of the optimum just proven. Its optimum is the point of that tie level on the frontier (proven
 like any other); when it improves nothing (no tie), the plain loop resumes until the next tie.
+Where the bound metric is a hardware metric of a grid (power, area: no objective), the kind's
+exact enumeration (:mod:`codesign.kinds.grid.tiebreak`) gives the least one under the same two
+budgets instead of a solve.
 
 With ``max_points`` (or a time limit) the loop stops early; what is proven then: every design
 whose bound metric is better than the last point's is no better in the driver metric than the last
@@ -35,6 +38,7 @@ from typing import Any
 
 from codesign.errors import InputError, ModelError, did_you_mean
 from codesign.kinds.base import Problem
+from codesign.kinds.grid.tiebreak import NotApplicable
 from codesign.model.budgets import DECISION_METRICS, HARDWARE_METRICS, WORKLOAD_METRICS
 from codesign.proof.driver import AUTO, solve
 
@@ -87,7 +91,8 @@ class Frontier:
     seconds: float
     step_rtol: float = STEP_RTOL
     dominated_dropped: int = 0
-    #: solves that asked for the best bounded metric among the designs tied with an optimum
+    #: solves (or a grid's enumerations) that found the best bounded metric among the designs tied
+    #: with an optimum
     tiebreak_solves: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -187,6 +192,8 @@ def frontier(
     # ties in the driven metric: once one shows, the best bounded metric among the designs tied with
     # each optimum is asked for directly (where the bounded metric is an objective too)
     tiebreak = problem.with_objective(bounded) if bounded in problem.objectives else None
+    # ... or, for a hardware metric of a grid, by the kind's exact enumeration (no solve)
+    least = getattr(problem, "least_hardware_metric", None) if tiebreak is None else None
     t0 = time.perf_counter()
     found: list[Point] = []
     budget: str | None = None
@@ -212,10 +219,21 @@ def frontier(
         if sol.status != "optimal" or sol.metrics is None:
             stopped = f"a solve that ended {sol.status} ({sol.termination})"
             break
-        if found and not tied and tiebreak is not None:
+        if found and not tied and (tiebreak is not None or least is not None):
             tied = _close(value_of(driver, found[-1].metrics), value_of(driver, sol.metrics))
         objective, untied = sol.objective, value_of(bounded, sol.metrics)
-        if tied:
+        status, metrics, design = sol.status, sol.metrics, sol.design
+        if tied and least is not None:
+            within = _within(driver, value_of(driver, sol.metrics))
+            try:
+                a = base.with_budgets([b for b in (budget, within) if b]).least_hardware_metric(bounded)
+            except NotApplicable:
+                a, least, tied = None, None, False
+            if a is not None:
+                tiebreaks += 1
+                metrics, design = a.metrics, a.design
+                tied = not _close(untied, value_of(bounded, metrics))
+        elif tied:
             left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 stopped = "the time limit"
@@ -229,17 +247,17 @@ def frontier(
             if sol.status != "optimal" or sol.metrics is None:
                 stopped = f"a tie-breaking solve that ended {sol.status} ({sol.termination})"
                 break
+            status, metrics, design = sol.status, sol.metrics, sol.design
             # nothing tied with the optimum was better in the bounded metric: back to plain ε-solves
-            tied = not _close(untied, value_of(bounded, sol.metrics))
-        point = Point(value_of(x, sol.metrics), value_of(y, sol.metrics), sol.status, objective,
-                      sol.design, sol.metrics)
-        if found and not _strictly_better(bounded, value_of(bounded, sol.metrics), value_of(bounded, found[-1].metrics)):
+            tied = not _close(untied, value_of(bounded, metrics))
+        point = Point(value_of(x, metrics), value_of(y, metrics), status, objective, design, metrics)
+        if found and not _strictly_better(bounded, value_of(bounded, metrics), value_of(bounded, found[-1].metrics)):
             raise ModelError(f"pareto: the solve under {budget!r} returned {bounded} = "
-                             f"{value_of(bounded, sol.metrics)!r}, not better than the last point's")
+                             f"{value_of(bounded, metrics)!r}, not better than the last point's")
         found.append(point)
         if progress is not None:
             progress(f"{len(found)} points; last {x} = {point.x:.6g}, {y} = {point.y:.6g}")
-        budget = _tightened(bounded, value_of(bounded, sol.metrics))
+        budget = _tightened(bounded, value_of(bounded, metrics))
     kept = [p for p in found if not any(_dominates(q, p, x, y) for q in found)]
     kept.sort(key=lambda p: p.x, reverse=sense_of(x) == "max")
     if complete:

@@ -29,6 +29,7 @@ from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.generate import scaled_instance
 from codesign.kinds.grid.lints import lint
 from codesign.kinds.grid.space import brute_force, space_size
+from codesign.kinds.grid.tiebreak import least_hardware_metric
 from codesign.model.calibration import CalibrationSet
 from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_internal
 
@@ -168,6 +169,10 @@ class Grid(Problem):
 
     def budget_texts(self) -> list[str]:
         return [b.expr for b in self.inst.spec.budgets.custom if b.name.startswith("cli-")]
+
+    def least_hardware_metric(self, metric: str) -> Assessment | None:
+        """The feasible design with the least hardware ``metric`` (:mod:`codesign.kinds.grid.tiebreak`)."""
+        return least_hardware_metric(self, metric)
 
     def explain(self, *, solver: str, time_limit: float | None, progress: Any = None) -> dict[str, Any]:
         return grid_explain.explain(self, solver=solver, time_limit=time_limit, progress=progress)

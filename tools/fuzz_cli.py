@@ -92,6 +92,23 @@ tp = [1, 2]
 batch = [8, 32]
 """
 
+#: a sweep SPEC over every kind, each axis applying to some of them: 16 points of tiny solves
+#: (place.toml, the placement instance, is given by a path relative to the SPEC)
+SWEEP_SPEC = """\
+instances = ["tiny-3d-llama8b", "dgx-llama70b-chip-choice", "tiny-pf-mapping", "place.toml"]
+objectives = ["tokens_per_s", "energy_per_token_J"]
+solver = "auto"
+time_limit = 2
+threads = 1
+
+[grid]
+"power_W <=" = [60, 700]
+
+[substitute]
+chip = ["h100-sxm", "b200"]
+workload = ["llama-3.1-8b"]
+"""
+
 #: instance seeds: name -> (file text, the named instance a design or --set case uses)
 INSTANCE_FILES = {
     "grid": ROOT / "instances" / "tiny-3d-llama8b.toml",
@@ -161,6 +178,7 @@ def build_seeds(run: Callable[[list[str], Path], tuple[int, str, str]], work: Pa
     files["design-mapping-json"] = json.dumps(decisions["mapping"], indent=2) + "\n"
     files["design-placement-json"] = json.dumps(decisions["placement"], indent=2) + "\n"
     files["design-placement-toml"] = tomli_w.dumps(decisions["placement"])
+    files["sweep-spec"] = SWEEP_SPEC
     params = {kind: _generator_params(kind) for kind in ("grid", "mapping", "placement")}
     return Seeds(files, decisions, params)
 
@@ -466,18 +484,29 @@ def fs_spec(cls: str, rng: random.Random) -> tuple[FileSpec, str]:
 # ------------------------------------------------------------------------------------------------
 
 INSTANCE_KINDS = ["grid", "grid-catalog", "mapping", "placement"]
-INSTANCE_COMMANDS = ["show", "evaluate", "solve", "certify", "explain", "export", "instances"]
+INSTANCE_COMMANDS = ["show", "evaluate", "solve", "certify", "explain", "export", "instances", "pareto", "sensitivity",
+                     "report", "breakdown", "sweep"]
+#: the two metrics a frontier is drawn between, and a budget range to vary, by instance kind
+PARETO_METRICS = {"mapping": ("tokens_per_s", "energy_per_token_J"), "placement": ("tokens_per_s", "energy_per_token_J")}
+VARY = {"grid-catalog": "power_W <= 700..1400 step 700", "mapping": "tokens_per_s >= 100..200 step 100",
+        "placement": "tokens_per_s >= 100..200 step 100"}
+#: the bounded options every ``report`` case runs with (a few seconds on the tiny instances)
+REPORT_BOUNDS = ["--max-points", "2", "--pareto-time-limit", SOLVE_LIMIT, "--sensitivity-points", "2",
+                 "--sensitivity-time-limit", SOLVE_LIMIT, "--time-limit", SOLVE_LIMIT]
 RECORD_KINDS = ["grid", "mapping", "placement"]
 
 
-def instance_argv(command: str, path: str, rng: random.Random) -> tuple[list[str], list[str]]:
-    """(argv, allowed outputs) of an instance command on ``path``."""
+def instance_argv(command: str, path: str, rng: random.Random, kind: str = "grid",
+                  files: dict[str, FileSpec] | None = None) -> tuple[list[str], list[str]]:
+    """(argv, allowed outputs) of an instance command on ``path`` (a file or a name) of ``kind``;
+    ``sweep`` adds its SPEC, naming ``path``, to ``files``."""
     if command == "show":
         return ["show", path, *rng.choice([[], ["--json"]])], []
     if command == "evaluate":
         return ["evaluate", path, *rng.choice([[], ["--json"], ["--all"]])], []
     if command == "solve":
-        extra = rng.choice([[], ["--save", "--out-dir", f"{OUT}/sols"], ["--save"], ["--cross-check"], ["--json"]])
+        extra = rng.choice([[], ["--save", "--out-dir", f"{OUT}/sols"], ["--save"], ["--cross-check"], ["--json"],
+                            ["--robust"], ["--solver", "brute"], ["--solver", "auto", "--json"]])
         return ["solve", path, "--time-limit", SOLVE_LIMIT, *extra], [f"{OUT}/sols/", f"{CASE}/data/"]
     if command == "certify":
         return (["certify", path, "--time-limit", SOLVE_LIMIT, "-o", f"{OUT}/cert.json", *rng.choice([[], ["--json"]])],
@@ -489,6 +518,27 @@ def instance_argv(command: str, path: str, rng: random.Random) -> tuple[list[str
             return ["export", path], [f"{CASE}/cwd/"]
         out = f"{OUT}/m." + rng.choice(["lp", "mps"])
         return ["export", path, "-o", out], [out, out + ".json"]
+    if command == "pareto":
+        x, y = PARETO_METRICS.get(kind, ("tokens_per_s", "power_W"))
+        plot = f"{OUT}/f.{rng.choice(['png', 'svg', 'pdf'])}"
+        extra = rng.choice([[], ["--json"], ["--plot", plot]])
+        return (["pareto", path, "--x", x, "--y", y, "--max-points", "3", "--time-limit", SOLVE_LIMIT, *extra],
+                [plot] if extra[:1] == ["--plot"] else [])
+    if command == "sensitivity":
+        plot = f"{OUT}/s.{rng.choice(['png', 'svg', 'pdf'])}"
+        extra = rng.choice([[], ["--json"], ["--plot", plot]])
+        return (["sensitivity", path, "--vary", VARY.get(kind, "power_W <= 30..40 step 10"), "--time-limit", SOLVE_LIMIT,
+                 *extra], [plot] if extra[:1] == ["--plot"] else [])
+    if command == "report":
+        return ["report", path, "-o", f"{OUT}/r.html", *REPORT_BOUNDS, *rng.choice([[], ["--json"]])], [f"{OUT}/r.html"]
+    if command == "breakdown":
+        out = f"{OUT}/b.{rng.choice(['png', 'svg', 'pdf'])}"
+        return ["breakdown", path, "-o", out, *rng.choice([[], ["--json"]])], [out]
+    if command == "sweep":
+        if files is not None:
+            files["sweep.toml"] = FileSpec(content=_b(tomli_w.dumps({"instances": [path], "time_limit": 2, "threads": 1})))
+        return (["sweep", f"{IN}/sweep.toml", "--workers", "0", "--out", f"{OUT}/sw", *rng.choice([[], ["--json"]])],
+                [f"{OUT}/sw/"])
     raise ValueError(command)
 
 
@@ -514,7 +564,7 @@ def _instance_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Cas
         case.in_process = False
         case.garbage = garbage and cls not in ("missing-file", "name-too-long")  # no file: an empty list
         return case
-    case.argv, case.allowed = instance_argv(command, f"{IN}/{target}", rng)
+    case.argv, case.allowed = instance_argv(command, f"{IN}/{target}", rng, kind.removesuffix("-by-path"), files)
     return case
 
 
@@ -533,12 +583,12 @@ def _mutated(text: str, fmt: str, cls: str, rng: random.Random, big: bool) -> tu
 def _catalog_entry_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
     """A chip or workload file given by path in an instance."""
     which = rng.choice(["chip", "workload"])
-    command = rng.choice(["show", "evaluate", "solve"])
+    command = rng.choice(["show", "evaluate", "solve", "breakdown", "pareto", "sweep"])
     spec, note, garbage, _ = _mutated(seeds.files[which], "toml", cls, rng, big)
     other = "workload" if which == "chip" else "chip"
     files = {"inst.toml": FileSpec(content=_b(seeds.files["instance-grid-by-path"])), f"{which}.toml": spec,
              f"{other}.toml": FileSpec(content=_b(seeds.files[other]))}
-    argv, allowed = instance_argv(command, f"{IN}/inst.toml", rng)
+    argv, allowed = instance_argv(command, f"{IN}/inst.toml", rng, "grid-catalog", files)
     if cls == "bad-name" or cls == "unknown-key":
         garbage = cls == "unknown-key"  # a catalog entry's name is a label, its id is checked only in the catalog
     return Case(cls, command, argv, files, allowed, garbage=garbage, note=f"{which} file by path: {note}")
@@ -661,7 +711,7 @@ def _split_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
 
 
 def _calibration_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
-    command = rng.choice(["metrics", "evaluate", "solve", "validate", "show"])
+    command = rng.choice(["metrics", "evaluate", "solve", "validate", "show", "breakdown", "pareto", "sweep"])
     spec, note, garbage, path = _mutated(seeds.files["calibration"], "toml", cls, rng, big)
     if cls in ("delete-key", "empty-container", "bad-name"):
         garbage = False  # optional tables, or a chip table emptied
@@ -674,10 +724,29 @@ def _calibration_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> 
         files["m.csv"] = FileSpec(content=_b(seeds.files["csv"]))
         argv, allowed = ["validate", f"{IN}/m.csv"], []
     else:
-        argv, allowed = instance_argv(command, rng.choice([NAMED["grid"], NAMED["grid-catalog"], NAMED["mapping"]]), rng)
+        kind = rng.choice(["grid", "grid-catalog", "mapping"])
+        argv, allowed = instance_argv(command, NAMED[kind], rng, kind, files)
     where = rng.choice(["front", "back"])
     argv = ["--calibration", f"{IN}/cal.toml", *argv] if where == "front" else [*argv, "--calibration", f"{IN}/cal.toml"]
     return Case(cls, command, argv, files, allowed, garbage=garbage, note=f"calibration file: {note}")
+
+
+def _sweep_spec_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
+    """A sweep's SPEC (``sweep --workers 0``: no dask cluster; its points are tiny solves)."""
+    spec, note, garbage, path = _mutated(seeds.files["sweep-spec"], "toml", cls, rng, big)
+    if cls in ("delete-key", "empty-container") and path[:1] != ("instances",):
+        garbage = False  # every key but instances is optional
+    if cls == "delete-key" and path == ("instances",):
+        garbage = True  # the one required key
+    files = {"spec.toml": spec, "place.toml": FileSpec(content=_b(seeds.files["instance-placement"]))}
+    argv = ["sweep", f"{IN}/spec.toml", "--workers", "0"]
+    if rng.random() < 0.7:
+        argv += ["--out", f"{OUT}/sw"]
+        allowed = [f"{OUT}/sw/"]
+    else:  # the default: <SPEC's stem>-sweep beside it
+        allowed = [f"{IN}/spec-sweep/"]
+    argv += rng.choice([[], ["--json"]])
+    return Case(cls, "sweep", argv, files, allowed, garbage=garbage, note=f"sweep SPEC: {note}")
 
 
 # --- command-line values --------------------------------------------------------------------------
@@ -758,8 +827,9 @@ def _budget_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
         text, garbage = rng.choice(BUDGETS)
     garbage = garbage or kind == "placement" or undefined_metric(kind, text)  # placement: no --budget
     name = NAMED[kind]
-    command = rng.choice(["evaluate", "solve", "certify", "explain", "export"])
-    argv, allowed = instance_argv(command, name, rng) if command != "evaluate" else (["evaluate", name], [])
+    command = rng.choice(["evaluate", "solve", "certify", "explain", "export", "pareto", "sensitivity", "report",
+                          "breakdown"])
+    argv, allowed = instance_argv(command, name, rng, kind) if command != "evaluate" else (["evaluate", name], [])
     argv += ["--budget", text]
     if command == "certify":
         argv += ["--solutions", f"{IN}/nosols"]
@@ -773,6 +843,16 @@ def _values(good: str, bad: str) -> list[tuple[str, bool]]:
         return ["" if v == "<empty>" else v for v in text.split()]
     return [(v, False) for v in split(good)] + [(v, True) for v in split(bad)]
 
+
+#: --vary ranges no instance accepts, and some that one may
+BAD_VARY = ["", " ", "x", "power_W", "power_W <= 40..30 step 10", "power_W <= 30..40 step 0", "power_W <= 30..40 step -1",
+            "power_W <= nan..40", "power_W <= 30..inf", "power_W <= 0..1e9 step 1", "power_W < 30..40", "power_W <= 30..40 step",
+            "power_W <= 1e999..1e999", "system.nope=1..2", "system=1..2", "name=1..2", "..", "=1..2", "power_W <= ..",
+            "__import__('os').system('touch " + CASE + "/pwned') <= 1..2", "power_W <= 30..40 step 1e-300",
+            "power_W <= 30" + "0" * 400 + "..40", "(" * 10_000 + "power_W" + ")" * 10_000 + " <= 30..40",
+            "tokens_per_s <= 1..2", "description=1..2", "workloads=1..2"]
+GOOD_VARY = ["power_W <= 30..40", "area_mm2 <= 100..200 step 100", "system.devices=1..2 step 1", "power_W >= 30..40 step 10",
+             "power_W <= 30..30"]
 
 #: option values: command -> option -> (value, refused?)
 OPTIONS: dict[str, dict[str, list[tuple[str, bool]]]] = {
@@ -795,6 +875,35 @@ OPTIONS: dict[str, dict[str, list[tuple[str, bool]]]] = {
     "metrics": {"--calibration": _values("", f"{IN}/absent.toml {IN}/file.txt /dev/null <empty> {IN}")},
     "instances": {"--calibration": _values("", f"{IN}/absent.toml /dev/zero")},
     "show": {"--calibration": _values("", f"{IN}/file.txt /dev/urandom")},
+    "pareto": {"--x": _values("energy_per_token_J area_mm2", "<empty> foo power_W TOKENS_PER_S main.tpot_s.x nan"),
+               "--y": _values("energy_per_token_J area_mm2", "<empty> foo tokens_per_s x.power_W"),
+               "--max-points": _values("1 2 99999999999999999999", "0 -1 -99999999999999999999 x 1.5 <empty>"),
+               "--time-limit": _values("0.5", "-1 0 nan inf abc"),
+               "--solver": _values("brute auto highs", "<empty> foo pyomo: BRUTE"),
+               "--plot": _values(f"{OUT}/f.png {OUT}/f.SVG", f"{OUT}/f.txt {OUT}/f {OUT}/ {IN}/file.txt/f.png {IN}")},
+    "sensitivity": {"--vary": [(v, True) for v in BAD_VARY] + [(v, False) for v in GOOD_VARY],
+                    "--workers": _values("0", "-1 -99999999999999999999 x 1.5 <empty>"),
+                    "--time-limit": _values("0.5", "-1 0 nan inf abc"),
+                    "--solver": _values("brute highs", "<empty> foo pyomo:"),
+                    "--plot": _values(f"{OUT}/s.pdf", f"{OUT}/s.txt {OUT}/s {OUT}/ {IN}/file.txt/s.png")},
+    "report": {"--output": _values(f"{OUT}/r.html {OUT}/r.HTML", f"{OUT}/r.png {OUT}/r {OUT}/ {IN}/file.txt/r.html {IN}"),
+               "--x": _values("power_W", "<empty> foo"), "--y": _values("area_mm2", "foo tokens_per_s"),
+               "--max-points": _values("1 99999999999999999999", "0 -1 x"),
+               "--pareto-time-limit": _values("0.5", "-1 0 nan inf"),
+               "--sensitivity-points": _values("2 3", "0 1 51 -1 99999999999999999999 x"),
+               "--sensitivity-time-limit": _values("0.5", "-1 0 nan inf"),
+               "--time-limit": _values("1", "-1 nan inf"),
+               "--solver": _values("brute auto", "foo pyomo:")},
+    "breakdown": {"--output": _values(f"{OUT}/b.svg {OUT}/b.PDF", f"{OUT}/b.txt {OUT}/b {OUT}/ {OUT}/.png {IN}/file.txt/b.png {IN}"),
+                  "--design": _values("", f"{IN}/absent.json {IN}/file.txt {IN} /dev/null"),
+                  "--set": _values("", "nonexistent=1 tp=maybe tp=-1 ="),
+                  "--json": _values("<empty>", "")},
+    "sweep": {"--out": _values(f"{OUT}/other", f"{IN}/file.txt {IN}/file.txt/sub"),
+              "--workers": _values("0 1", "-1 -99999999999999999999 x 1.5 <empty>"),
+              "--scheduler": _values("", "<empty> foo tcp:// tcp://127.0.0.1:1 tcp://256.1.1.1:8786 tcp://[::1]:1 "
+                                     "inproc://nowhere tls://127.0.0.1:1 udp://127.0.0.1:8786 tcp://localhost:99999 "
+                                     "tcp://-1 tcp://" + "x" * 300 + ":1"),
+              "--json": _values("<empty>", "")},
 }
 
 
@@ -805,6 +914,47 @@ def _option_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
     files = {"file.txt": FileSpec(content=b"not what was asked for\n")}
     allowed: list[str] = []
     name = rng.choice([NAMED["grid"], NAMED["mapping"], NAMED["placement"]])
+    kind = {NAMED["grid"]: "grid", NAMED["mapping"]: "mapping", NAMED["placement"]: "placement"}[name]
+    if command == "sweep":
+        files["place.toml"] = FileSpec(content=_b(seeds.files["instance-placement"]))
+        files["spec.toml"] = FileSpec(content=_b(seeds.files["sweep-spec"]))
+        argv = ["sweep", f"{IN}/spec.toml", "--workers", "0", "--out", f"{OUT}/sw"]
+        allowed = [f"{OUT}/sw/"]
+        if option in ("--out", "--workers"):
+            argv = _drop_option(argv, option, None)
+        if option == "--out":
+            allowed = [f"{value}/"]
+        if option == "--scheduler":
+            argv = _drop_option(argv, "--workers", None)
+            if rng.random() < 0.2:  # with --workers too: refused
+                argv += ["--workers", "0"]
+                garbage = True
+        if option == "--json":
+            argv.append("--json")
+        elif option == "--workers" and value == "1":
+            argv += ["--workers", "1"]  # a real local cluster (a few seconds)
+        else:
+            argv += [option, value]
+        # a dask cluster started, or a scheduler waited for (up to 10 s): subprocesses only
+        workers = argv[argv.index("--workers") + 1] if "--workers" in argv else None
+        slow = option == "--scheduler" or workers == "1"
+        return Case(cls, command, argv, files, allowed, garbage=garbage, note=f"sweep {option} {value[:40]!r}",
+                    in_process=not slow)
+    if command in ("pareto", "sensitivity", "report", "breakdown"):
+        base, allowed = instance_argv(command, name, rng, kind)
+        short = {"--output": "-o"}.get(option)
+        if option in base or (short and short in base):
+            base = _drop_option(base, option, short)
+        if option == "--plot" or option == "--output":
+            base, allowed = _drop_option(base, "--json", None), [value]
+        if option == "--json":
+            return Case(cls, command, [*base, "--json"], files, allowed, note=f"{command} --json")
+        if command == "sensitivity" and option == "--vary" and kind != "grid" and value in GOOD_VARY:
+            garbage = value.startswith(("power_W", "area_mm2"))  # a grid's metrics (mapping, placement: refused)
+        if command == "pareto" and option in ("--x", "--y") and value in ("area_mm2", "power_W") and kind != "grid":
+            garbage = True
+        return Case(cls, command, [*base, option, value], files, allowed, garbage=garbage,
+                    note=f"{command} on {name} {option} {value[:40]!r}")
     if command in ("solve", "certify", "explain", "export"):
         base, allowed = instance_argv(command, name, rng)
         if option in ("--time-limit", "--solver", "--format", "--output"):
@@ -884,6 +1034,7 @@ TARGETS: list[tuple[str, list[str], Callable[..., Case]]] = [
     ("csv", ["csv-field", "csv-shape", *BYTES, *FILESYSTEM], _csv_case),
     ("split", FILE_CLASSES, _split_case),
     ("calibration", FILE_CLASSES, _calibration_case),
+    ("sweep-spec", FILE_CLASSES, _sweep_spec_case),
     ("set", ["set-value", "set-syntax"], _set_case),
     ("budget", ["budget-expr", "budget-undefined"], _budget_case),
     ("option", ["option-value"], _option_case),

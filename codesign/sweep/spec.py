@@ -157,12 +157,14 @@ def _check_file(spec: SweepFile, path: Path) -> None:
     except InputError as exc:
         raise InputError(exc.message, file=path, key="solver", value=spec.solver, expected=exc.expected,
                          suggestion=exc.suggestion) from None
-    if spec.time_limit is not None:
+    # the driver's own limits, checked before any point runs (a point would fail on each)
+    limits = {"time_limit": (None if spec.time_limit is None else float(spec.time_limit), None),
+              "threads": (None, spec.threads)}
+    for key, (time_limit, threads) in limits.items():
         try:
-            check_limits(float(spec.time_limit))
+            check_limits(time_limit, threads)
         except InputError as exc:
-            raise InputError(exc.message, file=path, key="time_limit", value=spec.time_limit,
-                             expected=exc.expected) from None
+            raise InputError(exc.message, file=path, key=key, value=getattr(spec, key), expected=exc.expected) from None
     _unique(spec.instances, path, "instances")
     _unique(spec.objectives, path, "objectives")
     for key, values in spec.grid.items():

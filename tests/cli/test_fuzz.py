@@ -135,10 +135,11 @@ def test_drawn_malformed_inputs_keep_the_contract(cli, seeds, i: int, seed: int)
 def test_the_catalogue_covers_every_command_and_file_type(seeds) -> None:
     commands = {fuzz.make_case(i, 0, seeds, big=False).command for i in range(3 * len(fuzz.COMBOS))}
     assert commands == {"instances", "show", "evaluate", "solve", "certify", "explain", "check-solution",
-                        "check-certificate", "export", "generate", "metrics", "validate", "calibrate"}
+                        "check-certificate", "export", "generate", "metrics", "validate", "calibrate", "pareto",
+                        "sensitivity", "sweep", "report", "breakdown"}
     targets = {t for t, _ in fuzz.COMBOS}
-    assert targets == {"instance", "catalog-entry", "design", "record", "csv", "split", "calibration", "set",
-                       "budget", "option", "generate"}
+    assert targets == {"instance", "catalog-entry", "design", "record", "csv", "split", "calibration", "sweep-spec",
+                       "set", "budget", "option", "generate"}
     kinds = {fuzz.make_case(i, 0, seeds, big=False).note.split(" ", 1)[0]
              for i in range(3 * len(fuzz.COMBOS)) if fuzz.COMBOS[i % len(fuzz.COMBOS)][0] == "instance"}
     assert {"grid", "grid-catalog", "mapping", "placement", "grid-by-path"} <= kinds

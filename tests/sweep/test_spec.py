@@ -148,3 +148,20 @@ def test_the_same_instance_by_name_and_by_path_is_one_point_twice(tmp_path):
     path = load("tiny-3d-llama8b").source
     with pytest.raises(InputError, match="same point twice"):
         load_sweep(spec(tmp_path, f'instances = ["tiny-3d-llama8b", "{path}"]\n'))
+
+
+def test_threads_are_refused_by_the_drivers_rule_before_any_point_runs(tmp_path, monkeypatch):
+    """threads = 2**62 passed the SPEC and failed every point (HiGHS rejected the option, exit 1):
+    the SPEC's threads now meet the driver's check_limits, its file and key named (found by
+    tools/fuzz_cli.py)."""
+    import codesign.sweep.spec as spec_module
+
+    def limits(time_limit: float | None, threads: int | None = None) -> None:
+        if threads is not None and threads > 64:
+            raise InputError("too many threads", key="--threads", value=threads, expected="0 to 64")
+
+    monkeypatch.setattr(spec_module, "check_limits", limits)
+    path = spec(tmp_path, 'instances = ["tiny-3d-llama8b"]\nthreads = 4611686018427387904\n')
+    with pytest.raises(InputError) as info:
+        load_sweep(path)
+    assert info.value.file == str(path) and info.value.key == "threads" and "0 to 64" in str(info.value)

@@ -49,6 +49,8 @@ THREADS_REFRESH_S = 2.0
 TASK_TARGET_S = 0.3
 #: the most jobs one task carries
 MAX_JOBS_PER_TASK = 64
+#: local workers are processes: at most this many per core (and at least 8 are allowed)
+WORKERS_PER_CORE = 4
 
 
 def cores() -> int:
@@ -104,6 +106,11 @@ class Executor:
         if workers is not None and workers < 0:
             raise InputError("a number of workers", key="--workers", value=workers,
                              expected=">= 1, or 0 to solve in this process without dask")
+        if workers is not None and workers > (most := max(8, WORKERS_PER_CORE * cores())):
+            # each is a process: 10**6 of them would take the machine down, not solve faster
+            raise InputError(f"more local workers than {WORKERS_PER_CORE} per core ({cores()} cores here)",
+                             key="--workers", value=workers, expected=f"0 to {most}",
+                             suggestion="a cluster of several machines: --scheduler ADDRESS")
         if scheduler is not None and workers is not None:
             raise InputError("--workers sizes the local cluster; a cluster given by --scheduler has its own",
                              key="--workers", value=workers, suggestion="leave out one of them")

@@ -73,6 +73,18 @@ def test_arguments_are_checked():
     assert info.value.key == "--scheduler"
 
 
+def test_more_local_workers_than_a_few_per_core_are_refused_before_any_start(cli):
+    """--workers 10**6 started a million worker processes (sweep and sensitivity alike): refused
+    with the bound, nothing started."""
+    most = max(8, executor.WORKERS_PER_CORE * cores())
+    Executor(most)  # the most allowed (nothing starts before __enter__)
+    with pytest.raises(InputError, match="per core") as info:
+        Executor(most + 1)
+    assert info.value.key == "--workers" and str(most) in str(info.value)
+    r = cli("sensitivity", "tiny-3d-llama8b", "--vary", "power_W <= 30..40 step 10", "--workers", "1000000")
+    assert r.exit_code == 2 and "per core" in r.stderr
+
+
 def test_a_local_cluster_solves_what_the_driver_solves():
     with Executor(1) as ex:
         assert ex.mode == "local" and ex.worker_count() == 1 and ex.solver_threads == cores()

@@ -882,7 +882,7 @@ OPTIONS: dict[str, dict[str, list[tuple[str, bool]]]] = {
                "--solver": _values("brute auto highs", "<empty> foo pyomo: BRUTE"),
                "--plot": _values(f"{OUT}/f.png {OUT}/f.SVG", f"{OUT}/f.txt {OUT}/f {OUT}/ {IN}/file.txt/f.png {IN}")},
     "sensitivity": {"--vary": [(v, True) for v in BAD_VARY] + [(v, False) for v in GOOD_VARY],
-                    "--workers": _values("0", "-1 -99999999999999999999 x 1.5 <empty>"),
+                    "--workers": _values("0", "-1 -99999999999999999999 x 1.5 <empty> 1000000 99999999999999999999"),
                     "--time-limit": _values("0.5", "-1 0 nan inf abc"),
                     "--solver": _values("brute highs", "<empty> foo pyomo:"),
                     "--plot": _values(f"{OUT}/s.pdf", f"{OUT}/s.txt {OUT}/s {OUT}/ {IN}/file.txt/s.png")},
@@ -899,7 +899,7 @@ OPTIONS: dict[str, dict[str, list[tuple[str, bool]]]] = {
                   "--set": _values("", "nonexistent=1 tp=maybe tp=-1 ="),
                   "--json": _values("<empty>", "")},
     "sweep": {"--out": _values(f"{OUT}/other", f"{IN}/file.txt {IN}/file.txt/sub"),
-              "--workers": _values("0 1", "-1 -99999999999999999999 x 1.5 <empty>"),
+              "--workers": _values("0 1", "-1 -99999999999999999999 x 1.5 <empty> 1000000 99999999999999999999"),
               "--scheduler": _values("", "<empty> foo tcp:// tcp://127.0.0.1:1 tcp://256.1.1.1:8786 tcp://[::1]:1 "
                                      "inproc://nowhere tls://127.0.0.1:1 udp://127.0.0.1:8786 tcp://localhost:99999 "
                                      "tcp://-1 tcp://" + "x" * 300 + ":1"),

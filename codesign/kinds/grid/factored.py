@@ -98,6 +98,8 @@ class Factored:
     objective_unit: float = 1.0
     empty_reason: str | None = None
     used: set[str] = field(default_factory=set)  # hardware columns compiled (checked against the model)
+    #: pair tables z as binaries (CP-SAT: no continuous grid for them) instead of continuous
+    integer_pairs: bool = False
     _cache: dict[tuple, np.ndarray] = field(default_factory=dict)
     _n: int = 0
 
@@ -136,6 +138,12 @@ class Factored:
             return constant(0.0)
         if not math.isfinite(t.coef):
             raise fc.Unsupported("an infinite hardware value inside a product")
+        varying = sorted(k for k, f in t.factors.items() if not np.all(f == f[0]))
+        if len(e.idx) == 0 and t.fp == 1:
+            # a constant times footprint^1: one term per footprint term, each a product of tables
+            return _sum([self.term(e, fc.Term(t.coef, t.factors).times(p), upper) for p in self.cols.footprint])
+        if len(e.idx) == 0 and t.fp == 0 and len(varying) == 2:
+            return self.pair(t, *varying).scaled(e.const)
         scale = t.coef
         for k, f in sorted(t.factors.items()):
             # each table enters divided by its largest value (every W stays within e's bound)
@@ -162,6 +170,32 @@ class Factored:
             raise fc.Unsupported(f"footprint to the power {t.fp}")
         return e.scaled(scale)
 
+    def pair(self, t: fc.Term, k1: str, k2: str) -> Expr:
+        """A term over two knobs as a table over their joint values: z_{ij} >= 0 with the marginals
+        Σ_j z_ij = x_{k1,i}, Σ_i z_ij = x_{k2,j} (for one-hot x, z_ij = x_i·x_j exactly); the term is
+        Σ coef·f1_i·f2_j·z_ij. Its LP relaxation keeps the knobs' fractions (a chain of
+        disaggregations lets a fraction of the largest area buy the whole speed-up)."""
+        key = ("pair", k1, k2)
+        z = self._cache.get(key)
+        n1, n2 = len(self.x[k1]), len(self.x[k2])
+        if z is None:
+            name = self._name(f"Z[{k1},{k2}]")
+            z = np.array([self.mip.add_var(f"{name}[{i},{j}]", 0.0, 1.0, integer=self.integer_pairs)
+                          for i in range(n1) for j in range(n2)],
+                         dtype=np.int64).reshape(n1, n2)
+            for i in range(n1):
+                self.mip.add_row(f"{name}[{i},:]", np.concatenate([z[i], [self.x[k1][i]]]),
+                                 np.concatenate([np.ones(n2), [-1.0]]), 0.0, 0.0)
+            for j in range(n2):
+                self.mip.add_row(f"{name}[:,{j}]", np.concatenate([z[:, j], [self.x[k2][j]]]),
+                                 np.concatenate([np.ones(n1), [-1.0]]), 0.0, 0.0)
+            self._cache[key] = z
+        table = t.coef * np.outer(t.factors[k1], t.factors[k2])
+        for k, f in t.factors.items():
+            if k not in (k1, k2):
+                table = table * float(f[0])  # (constant tables)
+        return Expr(z.ravel(), table.ravel(), 0.0, float(table.max()), float(table.min()))
+
     def col(self, e: Expr, col: fc.Col, upper: bool) -> Expr:
         """e × col: its sum, an epigraph per max group, an exact disjunction per min group."""
         parts = [self.term(e, t, upper) for t in col.base]
@@ -169,8 +203,23 @@ class Factored:
             exprs = [_sum([self.term(e, t, upper) for t in br]) for br in branches]
             if not upper:
                 raise fc.Unsupported(f"a {kind} bounded below")
-            parts.append(self.max_of(exprs) if kind == "max" else self.min_of(exprs))
+            group = self.max_of(exprs) if kind == "max" else self.min_of(exprs)
+            if len(e.idx) == 0 and e.const > 0:
+                self.knob_cuts(group, fc.Col(groups=[(kind, branches)]), e.const)
+            parts.append(group)
         return _sum(parts)
+
+    def knob_cuts(self, m: Expr, col: fc.Col, scale: float) -> None:
+        """Valid rows m >= scale·Σ_v lb_k(v)·x_{k,v}, one per knob k, with lb_k(v) a lower bound of
+        ``col`` over every design with knob k at v (:func:`factored_columns.col_bound`). A min's
+        disjunction alone lets the LP spread δ and drop the min to its smallest bound."""
+        for k, xs in self.x.items():
+            lb = fc.col_bound(self.cols, col, k, high=False) * scale
+            if np.all(lb <= 0) or np.all(lb == lb[0]) and lb[0] <= m.lb:
+                continue
+            unit = float(np.max(np.abs(lb))) or 1.0
+            self.mip.add_row(self._name(f"knob-cut[{k}]"), np.concatenate([m.idx, xs]),
+                             np.concatenate([m.val / unit, -lb / unit]), lb=-m.const / unit)
 
     def max_of(self, exprs: list[Expr]) -> Expr:
         """Epigraph t >= each expression (exact where t is minimised or bounded above)."""
@@ -381,12 +430,12 @@ def unsupported_reason(inst: Instance) -> str | None:
     return None
 
 
-def build_factored(inst: Instance, *, check: bool = True) -> Factored:
+def build_factored(inst: Instance, *, check: bool = True, integer_pairs: bool = False) -> Factored:
     """Compile ``inst`` into the factored MIP (module docstring); ``check``: compare every
     compiled hardware column with the model at the grid's corners and random designs."""
     columns = fc.stacked_columns(inst)
     scheds = {w.name: schedule_table(inst, w.name) for w in inst.workloads}
-    comp = Factored(inst, columns, MIP(name=inst.name), scheds)
+    comp = Factored(inst, columns, MIP(name=inst.name), scheds, integer_pairs=integer_pairs)
     sample_at = fc.check_points(columns.knobs, samples=64, seed=1)
     sample = Tables(fc._table(inst, sample_at), scheds)
     cons = constraints(inst, sample.hw, scheds)
@@ -513,7 +562,7 @@ def formulate(inst: Instance, solver: str) -> Formulation:
     """The driver's view of the factored MIP (``solver`` cpsat: the backend's integer grids make
     the MIP's claims approximate; the driver re-evaluates designs with the model)."""
     try:
-        comp = build_factored(inst)
+        comp = build_factored(inst, integer_pairs=solver == "cpsat")
     except fc.Unsupported as exc:
         raise InputError(f"the factored formulation cannot compile {inst.name}: {exc}", key="--formulation",
                          value="factored", suggestion="use --formulation enumerated (or auto)") from None

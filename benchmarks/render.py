@@ -466,7 +466,7 @@ def pareto_section(doc: dict | None) -> dict[str, str]:
     if not doc or not doc.get("cases"):
         return {"PARETO_TABLE": "(not measured: run `python benchmarks/pareto.py`)", "PARETO_NOTES": "",
                 "PARETO_WHEN": "not measured", "PARETO_SHORT": "not measured", "T_PARETO": "–"}
-    rows = ["| instance | x / y (optimised) | points | solves (tie-breaking) | exact | to the 10th point "
+    rows = ["| instance | x / y (optimised) | points | solves (tie-breaks) | exact | to the 10th point "
             "| grid that finds every point | its points at N = 10, 100, 1000 | naive grid | grid time / exact time "
             "| load |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     short = []

@@ -44,9 +44,11 @@ from codesign.model.schedule import ScheduleTable, schedule_table
 #: ``--formulation`` values: ``auto`` factors the hardware when the enumeration would hold more
 #: than AUTO_FACTORED_MIN_DESIGNS designs and the instance is supported, else enumerates
 FORMULATIONS = ("auto", "enumerated", "factored")
-#: above this many hardware designs ``auto`` uses the factored formulation (benchmarks/factored.py:
-#: below it the enumeration, with its skyline and bound presolve, builds and solves faster)
-AUTO_FACTORED_MIN_DESIGNS = 2_000_000
+#: above this many hardware designs ``auto`` uses the factored formulation. Wherever the
+#: enumeration fits in memory (~1.2 GB per 1e6 designs, benchmarks/results/factored.json; 7.2e6
+#: designs took 5.7 GB in issue 29) it builds and proves faster, thanks to its skyline and bound
+#: presolve (1e6 designs: 10 s against 35 s factored); beyond, only the factored MIP can be built
+AUTO_FACTORED_MIN_DESIGNS = 10_000_000
 #: constraints on the junction temperature, compiled as power <= (limit − ambient)/R_th(layers)
 TEMPERATURE_ROWS = ("thermal-junction-upper", "budget-temperature")
 #: CP-SAT sees each continuous variable of the factored MIP on this many grid steps of its range

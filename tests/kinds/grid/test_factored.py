@@ -118,6 +118,14 @@ def test_formulation_option():
     with pytest.raises(InputError):
         grid.with_formulation("clever")
     assert factored.unsupported_reason(load_instance("dgx-llama70b-chip-choice")) is not None
+    data = grid.inst.spec.model_dump(mode="json")
+    data["hardware"]["decisions"]["tsv_count"] = list(range(1024, 1024 * 257, 1024))
+    data["hardware"]["decisions"]["compute_area_mm2"] = [float(a) for a in range(40, 440)]
+    data["hardware"]["decisions"]["clock_GHz"] = [round(0.8 + 0.05 * i, 2) for i in range(29)]
+    data.pop("baseline")
+    big = instance_from_data(data, source="<test>")
+    assert factored.hardware_designs(big) > factored.AUTO_FACTORED_MIN_DESIGNS
+    assert factored.chosen(big, "auto") and not factored.chosen(big, "enumerated")
 
 
 def test_factored_model_grows_with_the_sum_of_the_domains():

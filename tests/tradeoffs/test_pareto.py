@@ -18,6 +18,7 @@ from codesign.kinds.mapping.brute import compositions
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.registry import from_data, load
 from codesign.model.mapping import assess, attach_matrix, block_counts
+from codesign.tradeoffs import pareto
 from codesign.tradeoffs.pareto import STEP_RTOL, frontier, sense_of, value_of
 
 TINY = "tiny-3d-llama8b"
@@ -102,18 +103,29 @@ def every_feasible_mapping(p):
 
 
 @pytest.mark.parametrize(("x", "y"), [("tokens_per_s", "energy_per_token_J"), ("energy_per_token_J", "tokens_per_s"),
-                                      ("tpot_s", "energy_per_token_J")])
+                                      ("tpot_s", "energy_per_token_J"), ("time_per_token_s", "energy_per_token_J")])
 def test_a_mapping_frontier_is_the_enumerated_one(x, y):
     """Every design of a small mapping enumerated (1,318 feasible of 248,832; 5 on the frontier):
     the frontier is the non-dominated set, whichever metric is optimised (tokens/s ties broken by
     the tie-breaking solves)."""
     p = from_data(generate_mapping(**SMALL_MAPPING))
-    col = {"tokens_per_s": 0, "energy_per_token_J": 1, "tpot_s": 2}
-    points = every_feasible_mapping(p)
+    col = {"tokens_per_s": 0, "energy_per_token_J": 1, "tpot_s": 2, "time_per_token_s": 3}
+    points = [(*v, 1.0 / v[0]) for v in every_feasible_mapping(p)]
     expected = nondominated({(v[col[x]], v[col[y]]) for v in points}, x, y)
     assert len(expected) == 5
     f = frontier(p, x, y)
     assert f.complete and all(q.status == "optimal" for q in f.points)
+    assert rounded((q.x, q.y) for q in f.points) == rounded(expected)
+
+
+def test_tie_breaking_solves_keep_the_frontier_exact(monkeypatch):
+    """Optimising tokens/s on the small mapping (pareto optimises energy there: tokens/s ties), the
+    tie-breaking solves run and the frontier is still the enumerated one."""
+    monkeypatch.setattr(pareto, "_check", lambda problem, x, y: "tokens_per_s")
+    p = from_data(generate_mapping(**SMALL_MAPPING))
+    f = frontier(p, "tokens_per_s", "energy_per_token_J")
+    expected = nondominated({v[:2] for v in every_feasible_mapping(p)}, "tokens_per_s", "energy_per_token_J")
+    assert f.driver == "tokens_per_s" and f.tiebreak_solves > 0 and f.complete
     assert rounded((q.x, q.y) for q in f.points) == rounded(expected)
 
 

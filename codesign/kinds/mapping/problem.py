@@ -126,6 +126,7 @@ class Mapping(FixedHardwareProblem):
             # the average power of the whole pipeline: energy per token x tokens per second
             "system_power_W": ev.energy_per_token_J * ev.tokens_per_s,
             "period_s": ev.period_s,
+            "time_per_token_s": ev.period_s / p.micro_batch,  # 1 / tokens_per_s (a budget's metric)
             "bottleneck": ev.bottleneck,
             "stage_s": ev.stage_s,
             "compute_s": ev.compute_s,

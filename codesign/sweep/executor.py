@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from distributed import Client, LocalCluster, as_completed
+from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from codesign.errors import InputError
@@ -51,6 +52,22 @@ TASK_TARGET_S = 0.3
 MAX_JOBS_PER_TASK = 64
 #: local workers are processes: at most this many per core (and at least 8 are allowed)
 WORKERS_PER_CORE = 4
+
+
+def check_address(address: str) -> str:
+    """A scheduler's address as ``tcp://HOST:PORT`` (or ``HOST:PORT``), else an InputError. Checked
+    before dask sees it: a client dask could not start waits 20 s at exit and prints a traceback."""
+    expected = "the address of a running `dask scheduler`: tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786"
+    try:
+        scheme, location = parse_address(address.strip())
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"not a scheduler address: {exc}", key="--scheduler", value=address, expected=expected) from None
+    if scheme != "tcp":
+        raise InputError(f"the {scheme!r} scheme is not supported", key="--scheduler", value=address, expected=expected)
+    if not host or any(c.isspace() for c in host) or not 1 <= int(port) <= 65535:
+        raise InputError("not a host and a port (1 to 65535)", key="--scheduler", value=address, expected=expected)
+    return f"tcp://{location}"
 
 
 def cores() -> int:
@@ -117,7 +134,7 @@ class Executor:
         if solver_threads is not None and solver_threads < 0:
             raise InputError("threads is a count", key="threads", value=solver_threads,
                              expected=">= 1, or 0 for the solver's own choice")
-        self.scheduler = scheduler
+        self.scheduler = None if scheduler is None else check_address(scheduler)
         self.connect_timeout = connect_timeout
         self.mode = "cluster" if scheduler else ("process" if workers == 0 else "local")
         self.workers = cores() if workers is None else workers

@@ -73,6 +73,21 @@ def test_arguments_are_checked():
     assert info.value.key == "--scheduler"
 
 
+@pytest.mark.parametrize("address", ["", " ", "foo", "tcp://", "tcp://-1", "inproc://nowhere", "tls://127.0.0.1:1",
+                                     "udp://127.0.0.1:8786", "tcp://localhost:99999", "tcp://a b:1"])
+def test_a_malformed_scheduler_address_is_refused_before_dask_sees_it(cli, tmp_path, address):
+    """--scheduler '' ran a local cluster (exit 0); 'foo', 'tcp://' or 'tls://...' reached dask,
+    whose half-started client waited 20 s at exit and printed a traceback (found by fuzz_cli)."""
+    with pytest.raises(InputError) as info:
+        Executor(scheduler=address)
+    assert info.value.key == "--scheduler" and "tcp://HOST:PORT" in str(info.value)
+    spec = tmp_path / "s.toml"
+    spec.write_text('instances = ["tiny-3d-llama8b"]\n')
+    r = cli("sweep", spec, "--scheduler", address, "--out", tmp_path / "o")
+    assert r.exit_code == 2 and "--scheduler" in r.stderr and "Traceback" not in r.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_more_local_workers_than_a_few_per_core_are_refused_before_any_start(cli):
     """--workers 10**6 started a million worker processes (sweep and sensitivity alike): refused
     with the bound, nothing started."""

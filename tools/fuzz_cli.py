@@ -222,7 +222,8 @@ class Case:
     #: the input is invalid by construction: exit code 0 is a failure
     garbage: bool = False
     note: str = ""
-    #: runs in-process too (False: the case sets an environment variable read once per process)
+    #: runs in-process too (False: the case sets an environment variable read once per process,
+    #: starts a dask cluster or waits for a scheduler)
     in_process: bool = True
 
 
@@ -907,10 +908,15 @@ OPTIONS: dict[str, dict[str, list[tuple[str, bool]]]] = {
 }
 
 
-def _option_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
+def _option_case(rng: random.Random, seeds: Seeds, cls: str, big: bool, pick: tuple[str, str, int] | None = None) -> Case:
+    """A command with one option's value from OPTIONS (``pick``: this command, option and value's
+    index instead of drawn ones)."""
     command = rng.choice(sorted(OPTIONS))
     option = rng.choice(sorted(OPTIONS[command]))
     value, garbage = rng.choice(OPTIONS[command][option])
+    if pick is not None:
+        command, option = pick[0], pick[1]
+        value, garbage = OPTIONS[command][option][pick[2]]
     files = {"file.txt": FileSpec(content=b"not what was asked for\n")}
     allowed: list[str] = []
     name = rng.choice([NAMED["grid"], NAMED["mapping"], NAMED["placement"]])
@@ -935,9 +941,9 @@ def _option_case(rng: random.Random, seeds: Seeds, cls: str, big: bool) -> Case:
             argv += ["--workers", "1"]  # a real local cluster (a few seconds)
         else:
             argv += [option, value]
-        # a dask cluster started, or a scheduler waited for (up to 10 s): subprocesses only
+        # a dask cluster started, or a well-formed scheduler address waited for (10 s): subprocesses only
         workers = argv[argv.index("--workers") + 1] if "--workers" in argv else None
-        slow = option == "--scheduler" or workers == "1"
+        slow = (option == "--scheduler" and value.startswith("tcp://") and value.rsplit(":", 1)[-1].isdigit()) or workers == "1"
         return Case(cls, command, argv, files, allowed, garbage=garbage, note=f"sweep {option} {value[:40]!r}",
                     in_process=not slow)
     if command in ("pareto", "sensitivity", "report", "breakdown"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import re
 import signal
 import sys
@@ -98,9 +99,15 @@ def check(cli: Callable[..., Any], seeds: Any, i: int, seed: int, *, xfail_known
     input layer is an expected failure, or with ``xfail_known=False`` passes unexamined: an
     exception inside hypothesis would be shrunk)."""
     case = fuzz.make_case(i, seed, seeds, big=False)
+    check_case(cli, case, f"python tools/fuzz_cli.py --seed {seed} --case {i} --keep /tmp/case", xfail_known=xfail_known)
+
+
+def check_case(cli: Callable[..., Any], case: Any, where: str, *, xfail_known: bool = True) -> None:
+    """Run ``case`` in-process and assert it kept the contract (``where``: how to reproduce it)."""
     if not case.in_process or case.command in SUBPROCESS_ONLY:
         if xfail_known:
-            pytest.skip("sets $CODESIGN_INSTANCES, read once per process: tools/fuzz_cli.py runs it")
+            pytest.skip("sets $CODESIGN_INSTANCES (read once per process) or starts or waits for a dask cluster: "
+                        "tools/fuzz_cli.py runs it as a subprocess")
         return
     with tempfile.TemporaryDirectory(prefix="fuzz-case-") as tmp:
         case_dir = Path(tmp)
@@ -112,7 +119,7 @@ def check(cli: Callable[..., Any], seeds: Any, i: int, seed: int, *, xfail_known
             pytest.xfail(reason)
         return
     assert not problems, (f"{case.input_class} / {case.command}: {case.note}\n  codesign {' '.join(case.argv)[:300]}\n"
-                          f"  reproduce: python tools/fuzz_cli.py --seed {seed} --case {i} --keep /tmp/case\n"
+                          f"  reproduce: {where}\n"
                           f"  {problems}\n  stderr: {outcome.stderr[-800:]}")
 
 
@@ -125,7 +132,21 @@ def test_every_input_class_keeps_the_contract(cli, seeds, i: int) -> None:
     check(cli, seeds, i, seed=1)
 
 
-@settings(max_examples=120, deadline=None, database=None, derandomize=True,
+#: the commands whose options joined the catalogue last (issue 34, part 3): one value of each of
+#: their options, the first one refused where there is one
+NEW_COMMANDS = ("pareto", "sensitivity", "report", "breakdown", "sweep")
+OPTION_PICKS = [(c, o, next((k for k, (_, bad) in enumerate(fuzz.OPTIONS[c][o]) if bad), 0))
+                for c in NEW_COMMANDS for o in sorted(fuzz.OPTIONS[c])]
+
+
+@pytest.mark.parametrize("pick", OPTION_PICKS, ids=[f"{c}{o}-{k}" for c, o, k in OPTION_PICKS])
+def test_every_option_of_the_newer_commands_keeps_the_contract(cli, seeds, pick: tuple[str, str, int]) -> None:
+    case = fuzz._option_case(random.Random(f"pick:{pick}"), seeds, "option-value", False, pick=pick)
+    case.input_class = "option:option-value"
+    check_case(cli, case, f"tools/fuzz_cli.py _option_case(..., pick={pick!r})")
+
+
+@settings(max_examples=80, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(i=st.integers(0, 100 * len(fuzz.COMBOS)), seed=st.integers(0, 2**16))
 def test_drawn_malformed_inputs_keep_the_contract(cli, seeds, i: int, seed: int) -> None:

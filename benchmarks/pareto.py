@@ -52,6 +52,7 @@ CASES = [
     ("deepstack-qwen3-235b", "tokens_per_s", "power_W"),
     ("tiny-pf-mapping", "tokens_per_s", "energy_per_token_J"),
     ("hetero-pipeline-405b", "tokens_per_s", "energy_per_token_J"),
+    ("pf-llama405b-mapping", "tokens_per_s", "energy_per_token_J"),
 ]
 #: the largest grid whose coverage is checked
 SCAN_MAX = 200_000
@@ -155,16 +156,26 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.perf_counter()
     cases = [c for c in CASES if args.only in (None, c[0])]
-    results = [run_case(*c, time_limit=args.time_limit, sample=args.sample) for c in cases]
+    mach = machine()
+    command = "python benchmarks/pareto.py " + " ".join(sys.argv[1:])
+    results = []
+    for c in cases:
+        t = time.perf_counter()
+        r = run_case(*c, time_limit=args.time_limit, sample=args.sample)
+        results.append({**r, "wall_s": time.perf_counter() - t, "commit": mach.get("git"), "command": command,
+                        "date": time.strftime("%Y-%m-%d")})
+    wall = time.perf_counter() - t0
     out = RESULTS / "pareto.json"
-    if args.only and out.exists():  # the other cases keep their recorded run
+    if args.only and out.exists():  # the other cases keep their recorded run (and state which it was)
+        old = json.loads(out.read_text())
         ran = {(c["instance"], c["x"], c["y"]) for c in results}
-        kept = [c for c in json.loads(out.read_text())["cases"] if (c["instance"], c["x"], c["y"]) not in ran]
+        kept = [{"commit": old["machine"].get("git"), "command": old["command"], "date": old["date"], **c}
+                for c in old["cases"] if (c["instance"], c["x"], c["y"]) not in ran]
         order = {c: i for i, c in enumerate(CASES)}
         results = sorted(kept + results, key=lambda c: order.get((c["instance"], c["x"], c["y"]), len(order)))
-    doc = {"machine": machine(), "command": "python benchmarks/pareto.py " + " ".join(sys.argv[1:]),
-           "date": time.strftime("%Y-%m-%d"), "time_limit_s": args.time_limit, "cases": results,
-           "wall_s": time.perf_counter() - t0}
+        wall += old.get("wall_s") or 0.0
+    doc = {"machine": mach, "command": command, "date": time.strftime("%Y-%m-%d"), "time_limit_s": args.time_limit,
+           "cases": results, "wall_s": wall}
     out.write_text(json.dumps(doc, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     print(f"wrote {out}")
     return 0

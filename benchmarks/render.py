@@ -491,9 +491,15 @@ def pareto_section(doc: dict | None) -> dict[str, str]:
     off = sum(c.get("grid", {}).get("sample_mismatches", 0) for c in doc["cases"])
     notes = (f"{sampled} grid solves were run for real ({off} returned an optimum other than the step function's); "
              "a grid's time is its size x their mean time per solve.")
+    runs: dict[tuple, list[str]] = {}  # (date, commit, command) -> the cases it measured
+    for c in doc["cases"]:
+        key = (c.get("date", doc.get("date")), c.get("commit", doc.get("machine", {}).get("git")),
+               c.get("command", doc.get("command")))
+        runs.setdefault(key, []).append(f"`{c['instance']}`")
+    when = "; ".join(f"{d}, commit {g}, `{cmd}`" + (f" ({', '.join(dict.fromkeys(names))})" if len(runs) > 1 else "")
+                     for (d, g, cmd), names in runs.items())
     return {"PARETO_TABLE": "\n".join(rows), "PARETO_NOTES": notes,
-            "PARETO_WHEN": f"{doc.get('date')}, commit {doc.get('machine', {}).get('git')}, {doc.get('time_limit_s'):g} s "
-                           f"per frontier; `{doc.get('command')}`",
+            "PARETO_WHEN": f"{when}; {doc.get('time_limit_s'):g} s per frontier",
             "PARETO_SHORT": "; ".join(short) or "no frontier of 10 points", "T_PARETO": _secs(doc.get("wall_s"))}
 
 

@@ -144,6 +144,12 @@ def _tightened(metric: str, value: float) -> str:
     return f"{metric} <= {value - step!r}"
 
 
+def _stated(metrics: dict[str, Any], design: dict[str, Any], *names: str) -> dict[str, Any]:
+    """A record's metrics with the decisions among ``names`` (``dram_layers``, ...) from its design."""
+    extra = {m: design[m] for m in names if METRIC_KEY.get(m, m) not in metrics and m in design}
+    return {**metrics, **extra} if extra else metrics
+
+
 def _within(metric: str, value: float) -> str:
     """The budget that keeps the designs no worse than ``value`` in ``metric`` by more than δ."""
     step = max(STEP_RTOL * abs(value), STEP_ATOL)
@@ -219,26 +225,26 @@ def frontier(
         if sol.status != "optimal" or sol.metrics is None:
             stopped = f"a solve that ended {sol.status} ({sol.termination})"
             break
+        status, metrics, design = sol.status, _stated(sol.metrics, sol.design, x, y), sol.design
         if found and not tied and (tiebreak is not None or least is not None):
-            tied = _close(value_of(driver, found[-1].metrics), value_of(driver, sol.metrics))
-        objective, untied = sol.objective, value_of(bounded, sol.metrics)
-        status, metrics, design = sol.status, sol.metrics, sol.design
+            tied = _close(value_of(driver, found[-1].metrics), value_of(driver, metrics))
+        objective, untied = sol.objective, value_of(bounded, metrics)
         if tied and least is not None:
-            within = _within(driver, value_of(driver, sol.metrics))
+            within = _within(driver, value_of(driver, metrics))
             try:
                 a = base.with_budgets([b for b in (budget, within) if b]).least_hardware_metric(bounded)
             except NotApplicable:
                 a, least, tied = None, None, False
             if a is not None:
                 tiebreaks += 1
-                metrics, design = a.metrics, a.design
+                metrics, design = _stated(a.metrics, a.design, x, y), a.design
                 tied = not _close(untied, value_of(bounded, metrics))
         elif tied:
             left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 stopped = "the time limit"
                 break
-            within = _within(driver, value_of(driver, sol.metrics))
+            within = _within(driver, value_of(driver, metrics))
             sol = solve(tiebreak.with_budgets([b for b in (budget, within) if b]), solver=solver, time_limit=left)
             solves += 1
             tiebreaks += 1
@@ -247,7 +253,7 @@ def frontier(
             if sol.status != "optimal" or sol.metrics is None:
                 stopped = f"a tie-breaking solve that ended {sol.status} ({sol.termination})"
                 break
-            status, metrics, design = sol.status, sol.metrics, sol.design
+            status, metrics, design = sol.status, _stated(sol.metrics, sol.design, x, y), sol.design
             # nothing tied with the optimum was better in the bounded metric: back to plain ε-solves
             tied = not _close(untied, value_of(bounded, metrics))
         point = Point(value_of(x, metrics), value_of(y, metrics), status, objective, design, metrics)

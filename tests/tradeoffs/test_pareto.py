@@ -32,7 +32,7 @@ def every_feasible_design():
     for values in itertools.product(*(d.domain for d in decs)):
         a = p.assess(p.parse_design(dict(zip([d.name for d in decs], values, strict=True))))
         if a.feasible:
-            out.append(a.metrics)
+            out.append({**a.metrics, "dram_layers": a.design["dram_layers"]})  # a decision, in the design
     assert len(out) == 184
     return out
 
@@ -49,7 +49,8 @@ def rounded(points):
     return {(round(a, 6), round(b, 9)) for a, b in points}
 
 
-@pytest.mark.parametrize("y", ["energy_per_token_J", "power_W", "area_mm2", "ttft_s", "tpot_s", "system_power_W"])
+@pytest.mark.parametrize("y", ["energy_per_token_J", "power_W", "area_mm2", "ttft_s", "tpot_s", "system_power_W",
+                               "dram_layers"])
 def test_the_frontier_is_the_enumerated_one(y, every_feasible_design):
     f = frontier(load(TINY), "tokens_per_s", y)
     expected = nondominated([(m["tokens_per_s"], value_of(y, m)) for m in every_feasible_design], "tokens_per_s", y)

@@ -322,6 +322,14 @@ class Problem(ABC):
                              expected="set [objective] in the instance file")
         return self
 
+    def with_formulation(self, formulation: str) -> Problem:
+        """The same instance compiled another way (grid instances: ``enumerated`` or ``factored``);
+        ``auto`` is each kind's own choice."""
+        if formulation != "auto":
+            raise InputError(f"--formulation does not apply to {self.kind} instances", key="--formulation",
+                             value=formulation, expected="auto")
+        return self
+
     def budget_texts(self) -> list[str]:
         """The ``--budget`` expressions this problem carries beyond its file's (re-applied when a
         record is loaded back)."""

@@ -482,3 +482,12 @@ def test_export_json(cli_json, tmp_path):
     rec = cli_json("export", "tiny-pf-mapping", "-o", tmp_path / "m.mps")
     assert rec["path"] == str(tmp_path / "m.mps") and rec["legend"] == str(tmp_path / "m.mps.json")
     assert rec["objective"]["unit"] > 0 and "design_columns" not in rec
+
+
+def test_the_factored_formulation_proves_the_same_optimum(cli_json, input_error, cli):
+    enumerated = cli_json("solve", "small-3d-llama8b", "--formulation", "enumerated")
+    factored = cli_json("solve", "small-3d-llama8b", "--formulation", "factored")
+    assert enumerated["status"] == factored["status"] == "optimal"
+    assert factored["objective"] == pytest.approx(enumerated["objective"], rel=1e-7)
+    input_error(cli("solve", "tiny-pf-mapping", "--formulation", "factored"), "--formulation", "mapping")
+    input_error(cli("solve", TINY, "--formulation", "bogus"), "--formulation")

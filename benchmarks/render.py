@@ -456,6 +456,12 @@ def sweep_section(doc: dict | None) -> dict[str, str]:
             + (f"; writing the tables of {scale['rows']:,} rows took {scale['seconds']:.1f} s "
                f"({scale['parquet_bytes'] / 2**20:.1f} MiB parquet, {scale['csv_bytes'] / 2**20:.0f} MiB CSV)"
                if scale else "") + ".")
+    held = [v for sw in doc["sweeps"].values() for span in sw["summary"].get("others_cores", {}).values() for v in span]
+    if held and min(held) > 0.5:
+        notes.append(f"- **Other jobs held {min(held):.1f}–{max(held):.1f} of the {doc['machine'].get('cores')} cores** "
+                     f"through every run (CPU seconds of the rest of the machine over the run's wall time), leaving the "
+                     f"sweep at most {doc['machine'].get('cores', 2) - min(held):.1f}: these ratios are not the speed-up "
+                     "of 2 free cores.")
     when = f"{_when(doc)}; {doc.get('repeats')} repeats, interleaved; `{doc.get('command')}`"
     return {"SWEEP_TABLE": "\n".join(rows), "SWEEP_NOTES": "\n".join(notes), "SWEEP_WHEN": when,
             "SWEEP_SHORT": "2 workers / 1: " + ", ".join(short), "T_SWEEP": _secs(doc.get("wall_s"))}

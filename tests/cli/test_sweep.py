@@ -24,7 +24,7 @@ from codesign.proof.driver import solve
 from codesign.sweep.run import Summary, Tally
 
 SPEC = """
-instances = ["tiny-3d-llama8b", "tiny-pf-mapping"]
+instances = ["tiny-3d-llama8b", "tiny-placement-mixtral"]
 objectives = ["tokens_per_s", "energy_per_token_J"]
 [grid]
 "power_W <=" = [60, 120]

@@ -17,7 +17,7 @@ from codesign.sweep.run import Tally, run_sweep
 from codesign.sweep.spec import load_sweep
 
 SPEC = """
-instances = ["tiny-3d-llama8b", "tiny-pf-mapping"]
+instances = ["tiny-3d-llama8b", "tiny-placement-mixtral"]
 objectives = ["tokens_per_s", "energy_per_token_J"]
 [grid]
 "power_W <=" = [60, 120]

@@ -72,15 +72,17 @@ chip = ["h100-sxm", "b200"]
     assert any("clock_GHz <=" in n and "axis skipped" in n for n in dgx[0].notes)
     assert "chip: the chip decision fixed to h100-sxm" in dgx[0].notes
     assert dgx[0].job.problem().decisions()[0].domain == ("h100-sxm",)
-    # mapping and placement: their own objective, no budgets, the chip substituted
-    for name in ("tiny-pf-mapping", "tiny-placement-mixtral"):
-        pts = by[name]
-        assert len(pts) == 2 and all(p.axes["objective"] == "tokens_per_s" for p in pts)
-        assert any("keep their own (tokens_per_s)" in n for n in pts[0].notes)
-        assert any("take no budgets" in n for n in pts[0].notes)
-        chips = {p.job.problem().data["devices"]["chip"] if name.endswith("mixtral")
-                 else p.job.problem().data["devices"][0]["chip"] for p in pts}
-        assert chips == {"h100-sxm", "b200"}
+    # a mapping: both objectives, no power or clock of its own (axes skipped), the chip substituted
+    pts = by["tiny-pf-mapping"]
+    assert len(pts) == 4 and {p.axes["objective"] for p in pts} == {"tokens_per_s", "energy_per_token_J"}
+    assert any("'power_W' is no metric of a mapping design; axis skipped" in n for n in pts[0].notes)
+    assert {p.job.problem().data["devices"][0]["chip"] for p in pts} == {"h100-sxm", "b200"}
+    # a placement: its own objective, no budgets, the chip substituted
+    pts = by["tiny-placement-mixtral"]
+    assert len(pts) == 2 and all(p.axes["objective"] == "tokens_per_s" for p in pts)
+    assert any("keep their own (tokens_per_s)" in n for n in pts[0].notes)
+    assert any("take no budgets" in n for n in pts[0].notes)
+    assert {p.job.problem().data["devices"]["chip"] for p in pts} == {"h100-sxm", "b200"}
 
 
 def test_workload_substitution(tmp_path):

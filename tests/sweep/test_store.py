@@ -86,7 +86,7 @@ def test_tables_have_one_row_per_point_with_typed_columns(tmp_path):
     assert table.schema.field("design.tp").type == pa.int64()
     assert table.schema.field("tokens_per_s").type == pa.float64()
     assert json.loads(rows[2]["design.layers_per_stage"]) == [2, 2]  # a list as JSON
-    assert "take no budgets" in rows[2]["note"] and rows[2]["power_W <="] is None
+    assert "is no metric of a mapping design" in rows[2]["note"] and rows[2]["power_W <="] is None
     csv = store.csv.read_text().splitlines()
     assert len(csv) == 4 and csv[0].startswith('"point","instance","kind"')
 

@@ -827,6 +827,8 @@ def test_auto_is_each_kinds_default_solver(named):
     assert driver.choose_solver(named("tiny-placement-mixtral"), "highs") == "highs"
     assert driver.choose_solver(named("tiny-placement-mixtral"), "pyomo:highs") == "pyomo:highs"
     assert driver.solve(named("tiny-pf-mapping")).solver == "cpsat"
+    # a mapping under a metric budget: HiGHS (CP-SAT stalled on the budget's epigraph row)
+    assert driver.choose_solver(named("tiny-pf-mapping").with_budgets(["tokens_per_s >= 7000"]), "auto") == "highs"
 
 
 def test_a_round_the_limit_stops_says_so_when_the_solver_does_not(named, monkeypatch):

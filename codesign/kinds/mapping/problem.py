@@ -190,8 +190,10 @@ class Mapping(FixedHardwareProblem):
     @property
     def default_solver(self) -> str:  # type: ignore[override]
         """CP-SAT, except under a metric budget: its period-epigraph row stalled CP-SAT (unproven
-        at 60 s on pf-llama405b-kv-mapping with 'tokens_per_s >= 1391.43', HiGHS 3.3 s)."""
-        return "highs" if self.inst.spec.budgets.custom else "cpsat"
+        at 60 s on pf-llama405b-kv-mapping with 'tokens_per_s >= 1391.43', HiGHS 3.3 s); and with
+        hardware decisions: pf-dense1t-joint HiGHS 6-15 s, CP-SAT 44-50 s; pf-llama405b-joint's
+        optimum re-proved (check-solution) by HiGHS in 6 s, by CP-SAT not in 8 min."""
+        return "highs" if self.inst.spec.budgets.custom or self.hardware.joint else "cpsat"
 
     def lints(self) -> list[Lint]:
         return render.lints(self.inst)

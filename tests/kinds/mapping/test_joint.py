@@ -38,6 +38,7 @@ def test_the_hardware_decisions_are_listed_with_their_group(fast):
     assert [(d.name, d.domain) for d in hw] == [("modules", (1, 2)), ("pool_ports[dev]", (0, 1, 2))]
     assert decision_groups(fast.decisions()) == ["hardware", "mapping", "placement"]
     assert len(fast.hardware.choices()) == 6
+    assert fast.default_solver == "highs"  # --solver auto: HiGHS proves the named joint instances sooner
 
 
 def test_a_scalar_keeps_the_fixed_hardware_instance():

@@ -45,6 +45,8 @@ def test_instances_say_which_decision_groups_each_decides(cli_json):
     # a mapping: layers to stages, tiers per layer, port attachment
     assert by_name["tiny-pf-mapping"] == ["mapping", "placement"]
     assert by_name["tiny-placement-mixtral"] == ["placement"]
+    # a joint mapping: module count and ports per GPU decided with the mapping
+    assert by_name["pf-llama405b-joint"] == by_name["pf-dense1t-joint"] == ["hardware", "mapping", "placement"]
     shown = cli_json("show", TINY)
     assert shown["decision_groups"] == ["hardware", "parallelism"]
     groups = {d["name"]: d["group"] for d in shown["decisions"]}

@@ -60,6 +60,9 @@ HW_LEVELS: dict[int, dict[str, list]] = {
 _DENSE = {"tp": [1, 2, 4, 8, 16], "pp": [1, 2, 4, 8], "batch": [8, 16, 32, 64, 128, 256, 512]}
 _MOE = {"tp": [1, 2, 4, 8], "pp": [1, 2, 4], "ep": [1, 2, 4, 8], "batch": [16, 32, 64, 128, 256, 512]}
 
+#: the most workloads a generated instance has (each multiplies the space by ~10^2..10^3)
+MAX_WORKLOADS = 64
+
 #: the workloads, in the order they are added (name, model, phase, ISL, OSL, SLOs, decisions)
 WORKLOAD_POOL: list[dict[str, Any]] = [
     {"name": "llama70b", "workload": "llama-3.1-70b", "phase": "decode", "input_tokens": 2048,
@@ -104,8 +107,8 @@ def scaled_instance(
     ``workloads`` >= 1 deployments share one hardware design drawn from ``HW_LEVELS[hw_level]``;
     ``objective`` is any instance objective (``tokens_per_s``, ``energy_per_token_J``, ...).
     """
-    if workloads < 1:
-        raise ValueError("workloads must be >= 1")
+    if not 1 <= workloads <= MAX_WORKLOADS:  # (10**8 of them ran for hours)
+        raise ValueError(f"workloads must be 1 to {MAX_WORKLOADS}")
     if hw_level not in HW_LEVELS:
         raise ValueError(f"hw_level must be one of {sorted(HW_LEVELS)}")
     ws = [_workload(i) for i in range(workloads)]

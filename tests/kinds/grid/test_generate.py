@@ -32,3 +32,14 @@ def test_the_grid_kind_generates_through_its_problem_class():
     assert Grid.generator is not None
     data = Grid.generator()
     assert Grid.from_data(data, source="generated").kind == "grid"
+
+
+def test_workloads_are_bounded(cli, tmp_path):
+    """generate grid --set workloads=99999999 ran past any time-out (found by tools/fuzz_cli.py)."""
+    from codesign.kinds.grid.generate import MAX_WORKLOADS
+
+    assert len(scaled_instance(MAX_WORKLOADS, 0)["workloads"]) == MAX_WORKLOADS
+    with pytest.raises(ValueError, match=f"1 to {MAX_WORKLOADS}"):
+        scaled_instance(MAX_WORKLOADS + 1, 0)
+    r = cli("generate", "grid", "-o", tmp_path / "g.toml", "--set", "workloads=99999999")
+    assert r.exit_code == 2 and f"1 to {MAX_WORKLOADS}" in r.stderr and not (tmp_path / "g.toml").exists()

@@ -67,6 +67,10 @@ def check_address(address: str) -> str:
         raise InputError(f"the {scheme!r} scheme is not supported", key="--scheduler", value=address, expected=expected)
     if not host or any(c.isspace() for c in host) or not 1 <= int(port) <= 65535:
         raise InputError("not a host and a port (1 to 65535)", key="--scheduler", value=address, expected=expected)
+    try:  # a host name as DNS takes it (labels of at most 63 characters)
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise InputError(f"not a host name: {exc}", key="--scheduler", value=address, expected=expected) from None
     return f"tcp://{location}"
 
 

@@ -74,7 +74,8 @@ def test_arguments_are_checked():
 
 
 @pytest.mark.parametrize("address", ["", " ", "foo", "tcp://", "tcp://-1", "inproc://nowhere", "tls://127.0.0.1:1",
-                                     "udp://127.0.0.1:8786", "tcp://localhost:99999", "tcp://a b:1"])
+                                     "udp://127.0.0.1:8786", "tcp://localhost:99999", "tcp://a b:1",
+                                     "tcp://" + "x" * 300 + ":1"])
 def test_a_malformed_scheduler_address_is_refused_before_dask_sees_it(cli, tmp_path, address):
     """--scheduler '' ran a local cluster (exit 0); 'foo', 'tcp://' or 'tls://...' reached dask,
     whose half-started client waited 20 s at exit and printed a traceback (found by fuzz_cli)."""

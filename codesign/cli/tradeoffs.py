@@ -87,7 +87,7 @@ def sensitivity_cmd(
     vary: Annotated[str, typer.Option("--vary", help="'EXPR <= LO..HI step S' (a budget; >= too) or 'path.to.key=LO..HI step S' (a numeric instance field)")],
     budgets: BudgetOpt = None,
     solver: SolverOpt = "auto",
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds per solve")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds for the whole run (what was found is kept; with --workers, per value)")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="write the curve as a PNG/SVG/PDF")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="solve the range's values on a local dask cluster of N workers (default: one after another in this process)")] = None,
     as_json: JsonOpt = False,
@@ -121,7 +121,9 @@ def sensitivity_cmd(
         lo, hi = b["between"]
         changes = ", ".join(f"{k} {u} -> {w}" for k, (u, w) in b["changed"].items()) or "status"
         out.print(f"breakpoint in [{fmt(lo)}, {fmt(hi)}]: {escape(changes)}")
+    for note in r.notes:
+        out.print(f"[yellow]{escape(note)}[/]")
     out.print(f"[dim]{r.solves} proven solves in {r.seconds:.1f} s ({solver}); breakpoints located to "
-              f"{BREAKPOINT_RTOL:g} of the range[/]")
+              f"{BREAKPOINT_RTOL:g} of the range{'' if r.complete else '; incomplete (time limit)'}[/]")
     if plot is not None:
         out.print(f"wrote {plot}")

@@ -34,7 +34,7 @@ from codesign.errors import InputError, ModelError
 from codesign.kinds.base import Problem
 from codesign.kinds.registry import from_data
 from codesign.proof.driver import AUTO, solve
-from codesign.proof.tolerances import CONFIRM_RTOL
+from codesign.proof.tolerances import CONFIRM_RTOL, MIN_ROUND_TIME_S
 from codesign.sweep.job import Job, Outcome
 
 #: a breakpoint is located to this fraction of the varied range
@@ -136,12 +136,19 @@ class Sensitivity:
     solves: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    #: every value of the range solved and every breakpoint between them located (False: the time
+    #: limit stopped it; what is listed holds)
+    complete: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "vary": self.vary, "objective_metric": self.metric, "sense": self.sense,
                 "points": [p.as_dict() for p in self.points], "breakpoints": self.breakpoints,
                 "marginal": self.marginal, "solves": self.solves, "seconds": self.seconds,
-                "breakpoint_rtol": BREAKPOINT_RTOL, "notes": self.notes}
+                "breakpoint_rtol": BREAKPOINT_RTOL, "complete": self.complete, "notes": self.notes}
+
+
+class _OutOfTime(Exception):
+    """The run's time limit is spent."""
 
 
 def sensitivity(
@@ -154,10 +161,13 @@ def sensitivity(
     workers: int | None = None,
 ) -> Sensitivity:
     """The proven optimum at each value, the breakpoints and the marginal values (module docstring).
-    ``time_limit`` is per solve; ``workers`` (>= 1): the range's values on a local dask cluster of
+    ``time_limit`` covers the whole run: each solve gets what is left, and when it is spent the
+    values and breakpoints found so far are returned (``complete`` False; on a cluster each value's
+    solve gets the whole limit). ``workers`` (>= 1): the range's values on a local dask cluster of
     that many workers (None or 0: one after another here)."""
     v = parse_vary(vary, problem)
     t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
     solves = 0
 
     def point(value: float, p: Problem, status: str, objective: float | None, design: dict[str, Any] | None) -> Point:
@@ -170,7 +180,12 @@ def sensitivity(
 
     def at(value: float) -> Point:
         p = v.apply(problem, value)
-        sol = solve(p, solver=solver, time_limit=time_limit)
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            if solves:
+                raise _OutOfTime
+            left = MIN_ROUND_TIME_S  # the first value always gets its solve, as a solve's first round
+        sol = solve(p, solver=solver, time_limit=left)
         if sol.termination.startswith("interrupted"):
             raise KeyboardInterrupt
         return point(value, p, sol.status, sol.objective, sol.design)
@@ -182,33 +197,44 @@ def sensitivity(
             value, p = on_grid[int(o.job.key)]
             done[int(o.job.key)] = point(value, p, o.record["status"], o.record["objective"], o.record["design"])
         points = [done[i] for i in sorted(done)]
-    else:
-        points = [at(x) for x in v.values]
+    notes: list[str] = []
+    if not workers:
+        points = []
+        try:
+            for x in v.values:
+                points.append(at(x))
+        except _OutOfTime:
+            notes.append(f"time limit: {len(points)} of the range's {len(v.values)} values solved")
     breakpoints = []
     span = (v.values[-1] - v.values[0]) or 1.0
-    notes = []
-    for a, b in itertools.pairwise(points):
-        # every change between a and b: bisect to the first, then search what is left of (a, b)
-        while not _same(a, b):
+    try:
+        for a, b in itertools.pairwise(points):
+            # every change between a and b: bisect to the first, then search what is left of (a, b)
+            while not _same(a, b):
+                if len(breakpoints) >= MAX_BREAKPOINTS:
+                    notes.append(f"stopped after {MAX_BREAKPOINTS} breakpoints (a finer --vary range shows the rest)")
+                    break
+                lo, hi = a, b
+                while hi.value - lo.value > BREAKPOINT_RTOL * span:
+                    mid = at((lo.value + hi.value) / 2)
+                    lo, hi = (mid, hi) if _same(mid, lo) else (lo, mid)
+                breakpoints.append({"between": [lo.value, hi.value], "objective": [lo.objective, hi.objective],
+                                    "design_before": lo.design, "design_after": hi.design,
+                                    "changed": _changed(lo.design, hi.design)})
+                a = hi
             if len(breakpoints) >= MAX_BREAKPOINTS:
-                notes.append(f"stopped after {MAX_BREAKPOINTS} breakpoints (a finer --vary range shows the rest)")
                 break
-            lo, hi = a, b
-            while hi.value - lo.value > BREAKPOINT_RTOL * span:
-                mid = at((lo.value + hi.value) / 2)
-                lo, hi = (mid, hi) if _same(mid, lo) else (lo, mid)
-            breakpoints.append({"between": [lo.value, hi.value], "objective": [lo.objective, hi.objective],
-                                "design_before": lo.design, "design_after": hi.design,
-                                "changed": _changed(lo.design, hi.design)})
-            a = hi
+    except _OutOfTime:
+        notes.append(f"time limit: the breakpoint search stopped after {len(breakpoints)} breakpoints")
     marginal = []
     for a, b in itertools.pairwise(points):
         if a.objective is None or b.objective is None:
             continue
         marginal.append({"from": a.value, "to": b.value, "per_unit": (b.objective - a.objective) / (b.value - a.value),
                          "unit": f"{problem.metric} per unit of {v.expr or '.'.join(v.path or ())}"})
+    complete = not any(n.startswith("time limit") for n in notes)
     return Sensitivity(problem.name, vary, problem.metric, problem.sense, points, breakpoints, marginal, solves,
-                       time.perf_counter() - t0, notes=notes[:1])
+                       time.perf_counter() - t0, notes=notes, complete=complete)
 
 
 def _on_cluster(problems: dict[int, tuple[float, Problem]], workers: int, solver: str,

@@ -102,3 +102,19 @@ def test_a_budget_range_on_a_mapping_follows_the_mapping_budget_rules():
     assert v.values == (100.0, 200.0)
     with pytest.raises(InputError, match="no metric of a mapping"):
         parse_vary("power_W <= 100..200 step 100", load("tiny-pf-mapping"))
+
+
+def test_the_time_limit_covers_the_whole_run_and_keeps_what_it_found(power_sweep):
+    full = power_sweep
+    assert full.complete and not any(n.startswith("time limit") for n in full.notes)
+    p = load("tiny-3d-llama8b")
+    cut = sensitivity(p, "power_W <= 30..80 step 10", time_limit=1e-9)
+    # the first solve runs (its first round always does), then the limit is spent
+    assert not cut.complete and any(n.startswith("time limit") for n in cut.notes)
+    assert 1 <= len(cut.points) < len(full.points)
+    for got in cut.points:  # what was kept is what the full run proved at that value
+        same = next(q for q in full.points if q.value == got.value)
+        assert got.status in (same.status, "feasible", "no_solution")  # proven as in full, or stopped
+        if got.status == "optimal":
+            assert got.objective == pytest.approx(same.objective, rel=1e-9)
+    assert cut.as_dict()["complete"] is False

@@ -462,7 +462,8 @@ def sweep_section(doc: dict | None) -> dict[str, str]:
                      f"through every run (CPU seconds of the rest of the machine over the run's wall time), leaving the "
                      f"sweep at most {doc['machine'].get('cores', 2) - min(held):.1f}: these ratios are not the speed-up "
                      "of 2 free cores.")
-    when = f"{_when(doc)}; {doc.get('repeats')} repeats, interleaved; `{doc.get('command')}`"
+    n = doc.get("repeats")
+    when = f"{_when(doc)}; {n} {'run' if n == 1 else 'repeats, interleaved'}; `{doc.get('command')}`"
     return {"SWEEP_TABLE": "\n".join(rows), "SWEEP_NOTES": "\n".join(notes), "SWEEP_WHEN": when,
             "SWEEP_SHORT": "2 workers / 1: " + ", ".join(short), "T_SWEEP": _secs(doc.get("wall_s"))}
 

@@ -30,17 +30,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, load, machine  # noqa: E402
+from common import RESULTS, load, machine
 
-from codesign.kinds.grid.problem import Grid  # noqa: E402
-from codesign.kinds.grid.spec import instance_from_data, load_instance  # noqa: E402
-from codesign.proof.driver import solve  # noqa: E402
+from codesign.kinds.grid.problem import Grid
+from codesign.kinds.grid.spec import instance_from_data, load_instance
+from codesign.proof.driver import solve
 
 BASE = "small-3d-llama8b"
 
 
 def _steps(lo: float, hi: float, step: float, nd: int = 4) -> list[float]:
-    n = int(round((hi - lo) / step))
+    n = round((hi - lo) / step)
     return [round(lo + i * step, nd) for i in range(n + 1)]
 
 

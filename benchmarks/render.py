@@ -393,7 +393,7 @@ def solver_section(sn: dict | None, ms: dict | None) -> dict[str, str]:
         p = load(name)
         pick = choose_solver(p, "auto")
 
-        def cell(k):
+        def cell(k, by=by):
             t, status = by.get(k, (None, None))
             return "–" if t is None else (f"{t:.2f} s" if status == "optimal" else f"{status} at {t:.0f} s")
         proven = {k: t for k, (t, st) in by.items() if st == "optimal"}

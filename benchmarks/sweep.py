@@ -35,6 +35,7 @@ disturbed by other jobs on a shared machine).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import shutil
 import statistics
@@ -111,10 +112,8 @@ class CPU:
     def _children(self) -> dict[int, float]:
         out = {}
         for c in self.me.children(recursive=True):
-            try:
+            with contextlib.suppress(psutil.Error):
                 out[c.pid] = sum(c.cpu_times()[:2])
-            except psutil.Error:
-                pass
         return out
 
     def start(self) -> None:

@@ -14,7 +14,17 @@ from codesign.calibration.plot import plot
 from codesign.calibration.report import format_report, run_validation
 from codesign.calibration.rows import make_split, read_rows
 from codesign.calibration.write import write_calibration
-from codesign.cli.common import JsonOpt, Progress, app, emit_json, err, handles_errors, out, output_file, session
+from codesign.cli.common import (
+    JsonOpt,
+    Progress,
+    app,
+    emit_json,
+    err,
+    handles_errors,
+    out,
+    output_file,
+    session,
+)
 from codesign.errors import InputError
 from codesign.jsonio import dumps
 from codesign.model.calibration import shipped_path

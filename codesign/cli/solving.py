@@ -39,7 +39,14 @@ from codesign.paths import user_solutions_dir
 from codesign.proof import records
 from codesign.proof.certify import certify
 from codesign.proof.check import check_certificate, check_solution
-from codesign.proof.driver import check_limits, check_solver, choose_solver, cross_check, other_solver, solve
+from codesign.proof.driver import (
+    check_limits,
+    check_solver,
+    choose_solver,
+    cross_check,
+    other_solver,
+    solve,
+)
 
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="solver threads / workers (0: the solver's choice)")]
 

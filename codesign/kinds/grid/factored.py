@@ -38,7 +38,14 @@ from codesign.kinds.grid.spec import Instance
 from codesign.mip.linearize import groups
 from codesign.mip.program import MIP
 from codesign.model.budgets import parsed_budgets
-from codesign.model.evaluate import Constraint, Form, constraint_lhs, constraints, objective_terms, workload_forms
+from codesign.model.evaluate import (
+    Constraint,
+    Form,
+    constraint_lhs,
+    constraints,
+    objective_terms,
+    workload_forms,
+)
 from codesign.model.schedule import ScheduleTable, schedule_table
 
 #: ``--formulation`` values: ``auto`` factors the hardware when the enumeration would hold more
@@ -217,7 +224,7 @@ class Factored:
         disjunction alone lets the LP spread δ and drop the min to its smallest bound."""
         for k, xs in self.x.items():
             lb = fc.col_bound(self.cols, col, k, high=False) * scale
-            if np.all(lb <= 0) or np.all(lb == lb[0]) and lb[0] <= m.lb:
+            if np.all(lb <= 0) or (np.all(lb == lb[0]) and lb[0] <= m.lb):
                 continue
             unit = float(np.max(np.abs(lb))) or 1.0
             self.mip.add_row(self._name(f"knob-cut[{k}]"), np.concatenate([m.idx, xs]),

@@ -27,7 +27,7 @@ from codesign.errors import ModelError
 from codesign.kinds.grid.spec import Instance
 from codesign.model import compute, memory, thermal
 from codesign.model.hardware import hardware_table, load_family, math_format, precisions_of
-from codesign.model.units import TERA, GBps, GiB, MiB
+from codesign.model.units import GBps, GiB, MiB
 
 #: factored and model columns agree to this relative difference (round-off of re-associated
 #: products and sums; the driver re-evaluates every design with the model anyway)

@@ -325,7 +325,6 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
     if p.tpot_budget_s is not None:
         mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s * RELAX / tau)
 
-    m = p.micro_batch
     energy = _energy_per_token(p, n, cw, ck, T)
     if extend is not None:
         e_idx, e_val = extend(mip, a, T, t_ub)

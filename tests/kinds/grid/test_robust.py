@@ -60,7 +60,7 @@ def enumerated() -> dict:
         best[w] = {}
         for hw in itertools.product(*HARDWARE.values()):
             for sched in itertools.product(*SCHEDULES[w].values()):
-                a = alone.assess(alone.parse_design({**dict(zip(hw_names, hw)), **dict(zip(SCHEDULES[w], sched))}))
+                a = alone.assess(alone.parse_design({**dict(zip(hw_names, hw, strict=True)), **dict(zip(SCHEDULES[w], sched, strict=True))}))
                 if a.feasible:
                     best[w][hw] = max(best[w].get(hw, 0.0), a.metrics["tokens_per_s"])
     own = {w: max(b.values()) for w, b in best.items()}

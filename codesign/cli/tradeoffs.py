@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from codesign.cli.common import (
+    EXIT_INTERRUPT,
     BudgetOpt,
     JsonOpt,
     NameArg,
@@ -19,6 +20,7 @@ from codesign.cli.common import (
     TimeLimitOpt,
     app,
     emit_json,
+    err,
     fmt,
     handles_errors,
     out,
@@ -59,10 +61,12 @@ def pareto_cmd(
     problem = load_problem(ctx, name, budgets)
     with Progress(f"pareto: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
         f = frontier(problem, x, y, solver=solver, max_points=max_points, time_limit=time_limit, progress=progress.text)
-    if plot is not None:
+    if plot is not None and f.points:
         frontier_plot(f, plot)
     if as_json:
         emit_json(f.as_dict())
+        if f.interrupted:
+            raise typer.Exit(EXIT_INTERRUPT)
         return
     t = Table(title=f"{problem.name}: {f.x} vs {f.y} ({len(f.points)} points, each optimal for its budget)")
     t.add_column(f.x, justify="right")
@@ -75,8 +79,11 @@ def pareto_cmd(
     out.print(f"[{'green' if f.complete else 'yellow'}]{escape(f.statement)}[/]")
     out.print(f"[dim]{f.solves} solves in {f.seconds:.1f} s ({solver}), each optimising {f.driver} under a budget on "
               "the other[/]")
-    if plot is not None:
+    if plot is not None and f.points:
         out.print(f"wrote {plot}")
+    if f.interrupted:
+        err.print(f"[yellow]interrupted (Ctrl-C)[/]: kept the {len(f.points)} points proven before it")
+        raise typer.Exit(EXIT_INTERRUPT)
 
 
 @app.command("sensitivity")

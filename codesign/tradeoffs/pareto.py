@@ -95,6 +95,8 @@ class Frontier:
     #: with an optimum
     tiebreak_solves: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Ctrl-C stopped it: the points are those proven before
+    interrupted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,7 +104,7 @@ class Frontier:
             "y_sense": sense_of(self.y), "optimised": self.driver, "points": [p.as_dict() for p in self.points],
             "complete": self.complete, "statement": self.statement, "solves": self.solves,
             "seconds": self.seconds, "step_rtol": self.step_rtol, "dominated_dropped": self.dominated_dropped,
-            "tiebreak_solves": self.tiebreak_solves,
+            "tiebreak_solves": self.tiebreak_solves, "interrupted": self.interrupted,
             "notes": self.notes,
         }
 
@@ -206,64 +208,68 @@ def frontier(
     solves = tiebreaks = 0
     tied = False
     complete, stopped = False, ""
-    while True:
-        if max_points is not None and len(found) >= max_points:
-            stopped = f"--max-points {max_points}"
-            break
-        left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
-        if left is not None and left <= 0:
-            stopped = "the time limit"
-            break
-        p = base.with_budgets([budget]) if budget else base
-        sol = solve(p, solver=solver, time_limit=left)
-        solves += 1
-        if sol.termination.startswith("interrupted"):
-            raise KeyboardInterrupt
-        if sol.status == "infeasible":
-            complete = True
-            break
-        if sol.status != "optimal" or sol.metrics is None:
-            stopped = f"a solve that ended {sol.status} ({sol.termination})"
-            break
-        status, metrics, design = sol.status, _stated(sol.metrics, sol.design, x, y), sol.design
-        if found and not tied and (tiebreak is not None or least is not None):
-            tied = _close(value_of(driver, found[-1].metrics), value_of(driver, metrics))
-        objective, untied = sol.objective, value_of(bounded, metrics)
-        if tied and least is not None:
-            within = _within(driver, value_of(driver, metrics))
-            try:
-                a = base.with_budgets([b for b in (budget, within) if b]).least_hardware_metric(bounded)
-            except NotApplicable:
-                a, least, tied = None, None, False
-            if a is not None:
-                tiebreaks += 1
-                metrics, design = _stated(a.metrics, a.design, x, y), a.design
-                tied = not _close(untied, value_of(bounded, metrics))
-        elif tied:
+    interrupted = False
+    try:
+        while True:
+            if max_points is not None and len(found) >= max_points:
+                stopped = f"--max-points {max_points}"
+                break
             left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             if left is not None and left <= 0:
                 stopped = "the time limit"
                 break
-            within = _within(driver, value_of(driver, metrics))
-            sol = solve(tiebreak.with_budgets([b for b in (budget, within) if b]), solver=solver, time_limit=left)
+            p = base.with_budgets([budget]) if budget else base
+            sol = solve(p, solver=solver, time_limit=left)
             solves += 1
-            tiebreaks += 1
             if sol.termination.startswith("interrupted"):
                 raise KeyboardInterrupt
+            if sol.status == "infeasible":
+                complete = True
+                break
             if sol.status != "optimal" or sol.metrics is None:
-                stopped = f"a tie-breaking solve that ended {sol.status} ({sol.termination})"
+                stopped = f"a solve that ended {sol.status} ({sol.termination})"
                 break
             status, metrics, design = sol.status, _stated(sol.metrics, sol.design, x, y), sol.design
-            # nothing tied with the optimum was better in the bounded metric: back to plain ε-solves
-            tied = not _close(untied, value_of(bounded, metrics))
-        point = Point(value_of(x, metrics), value_of(y, metrics), status, objective, design, metrics)
-        if found and not _strictly_better(bounded, value_of(bounded, metrics), value_of(bounded, found[-1].metrics)):
-            raise ModelError(f"pareto: the solve under {budget!r} returned {bounded} = "
-                             f"{value_of(bounded, metrics)!r}, not better than the last point's")
-        found.append(point)
-        if progress is not None:
-            progress(f"{len(found)} points; last {x} = {point.x:.6g}, {y} = {point.y:.6g}")
-        budget = _tightened(bounded, value_of(bounded, metrics))
+            if found and not tied and (tiebreak is not None or least is not None):
+                tied = _close(value_of(driver, found[-1].metrics), value_of(driver, metrics))
+            objective, untied = sol.objective, value_of(bounded, metrics)
+            if tied and least is not None:
+                within = _within(driver, value_of(driver, metrics))
+                try:
+                    a = base.with_budgets([b for b in (budget, within) if b]).least_hardware_metric(bounded)
+                except NotApplicable:
+                    a, least, tied = None, None, False
+                if a is not None:
+                    tiebreaks += 1
+                    metrics, design = _stated(a.metrics, a.design, x, y), a.design
+                    tied = not _close(untied, value_of(bounded, metrics))
+            elif tied:
+                left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+                if left is not None and left <= 0:
+                    stopped = "the time limit"
+                    break
+                within = _within(driver, value_of(driver, metrics))
+                sol = solve(tiebreak.with_budgets([b for b in (budget, within) if b]), solver=solver, time_limit=left)
+                solves += 1
+                tiebreaks += 1
+                if sol.termination.startswith("interrupted"):
+                    raise KeyboardInterrupt
+                if sol.status != "optimal" or sol.metrics is None:
+                    stopped = f"a tie-breaking solve that ended {sol.status} ({sol.termination})"
+                    break
+                status, metrics, design = sol.status, _stated(sol.metrics, sol.design, x, y), sol.design
+                # nothing tied with the optimum was better in the bounded metric: back to plain ε-solves
+                tied = not _close(untied, value_of(bounded, metrics))
+            point = Point(value_of(x, metrics), value_of(y, metrics), status, objective, design, metrics)
+            if found and not _strictly_better(bounded, value_of(bounded, metrics), value_of(bounded, found[-1].metrics)):
+                raise ModelError(f"pareto: the solve under {budget!r} returned {bounded} = "
+                                 f"{value_of(bounded, metrics)!r}, not better than the last point's")
+            found.append(point)
+            if progress is not None:
+                progress(f"{len(found)} points; last {x} = {point.x:.6g}, {y} = {point.y:.6g}")
+            budget = _tightened(bounded, value_of(bounded, metrics))
+    except KeyboardInterrupt:  # Ctrl-C: the points proven so far are the answer, incomplete
+        stopped, interrupted = "Ctrl-C", True
     kept = [p for p in found if not any(_dominates(q, p, x, y) for q in found)]
     kept.sort(key=lambda p: p.x, reverse=sense_of(x) == "max")
     if complete:
@@ -278,5 +284,5 @@ def frontier(
     else:
         statement = f"no point: stopped by {stopped}"
     return Frontier(problem.name, x, y, driver, kept, complete, statement, solves, time.perf_counter() - t0,
-                    dominated_dropped=len(found) - len(kept), tiebreak_solves=tiebreaks)
+                    dominated_dropped=len(found) - len(kept), tiebreak_solves=tiebreaks, interrupted=interrupted)
 

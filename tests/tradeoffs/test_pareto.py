@@ -152,3 +152,23 @@ def test_the_command_prints_the_points_and_writes_the_plot(cli, tmp_path):
     assert d["complete"] is True and len(d["points"]) == 3
     assert set(d["points"][0]) == {"x", "y", "status", "design", "metrics"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ctrl_c_keeps_the_points_proven_before_it(monkeypatch):
+    from codesign.tradeoffs import pareto as pareto_mod
+
+    real, calls = pareto_mod.solve, []
+
+    def interrupted_third(problem, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(problem, **kw)
+
+    monkeypatch.setattr(pareto_mod, "solve", interrupted_third)
+    f = frontier(load("tiny-3d-llama8b"), "tokens_per_s", "power_W")
+    full = frontier(load("tiny-3d-llama8b"), "tokens_per_s", "power_W")
+    assert f.interrupted and not f.complete and "Ctrl-C" in f.statement
+    assert 1 <= len(f.points) <= 2 and f.as_dict()["interrupted"] is True
+    for p in f.points:  # each kept point is one of the complete frontier's
+        assert any(p.x == pytest.approx(q.x, rel=1e-9) and p.y == pytest.approx(q.y, rel=1e-9) for q in full.points)

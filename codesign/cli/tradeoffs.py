@@ -111,10 +111,12 @@ def sensitivity_cmd(
     problem = load_problem(ctx, name, budgets)
     with Progress(f"sensitivity: {problem.name}", quiet=session(ctx).quiet or as_json) as progress:
         r = sensitivity(problem, vary, solver=solver, time_limit=time_limit, progress=progress.text, workers=workers)
-    if plot is not None:
+    if plot is not None and r.points:
         sensitivity_plot(r, plot)
     if as_json:
         emit_json(r.as_dict())
+        if r.interrupted:
+            raise typer.Exit(EXIT_INTERRUPT)
         return
     t = Table(title=f"{problem.name}: {r.sense} {r.metric} as {escape(vary)}")
     for c in ("value", "status", "optimum", "marginal (per unit, to the next value)"):
@@ -131,6 +133,9 @@ def sensitivity_cmd(
     for note in r.notes:
         out.print(f"[yellow]{escape(note)}[/]")
     out.print(f"[dim]{r.solves} proven solves in {r.seconds:.1f} s ({solver}); breakpoints located to "
-              f"{BREAKPOINT_RTOL:g} of the range{'' if r.complete else '; incomplete (time limit)'}[/]")
-    if plot is not None:
+              f"{BREAKPOINT_RTOL:g} of the range{'' if r.complete else '; incomplete'}[/]")
+    if plot is not None and r.points:
         out.print(f"wrote {plot}")
+    if r.interrupted:
+        err.print(f"[yellow]interrupted (Ctrl-C)[/]: kept the {len(r.points)} values proven before it")
+        raise typer.Exit(EXIT_INTERRUPT)

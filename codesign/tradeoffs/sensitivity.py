@@ -139,12 +139,15 @@ class Sensitivity:
     #: every value of the range solved and every breakpoint between them located (False: the time
     #: limit stopped it; what is listed holds)
     complete: bool = True
+    #: Ctrl-C stopped it: the values and breakpoints are those proven before
+    interrupted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"instance": self.instance, "vary": self.vary, "objective_metric": self.metric, "sense": self.sense,
                 "points": [p.as_dict() for p in self.points], "breakpoints": self.breakpoints,
                 "marginal": self.marginal, "solves": self.solves, "seconds": self.seconds,
-                "breakpoint_rtol": BREAKPOINT_RTOL, "complete": self.complete, "notes": self.notes}
+                "breakpoint_rtol": BREAKPOINT_RTOL, "complete": self.complete, "interrupted": self.interrupted,
+                "notes": self.notes}
 
 
 class _OutOfTime(Exception):
@@ -203,12 +206,13 @@ def sensitivity(
         try:
             for x in v.values:
                 points.append(at(x))
-        except _OutOfTime:
-            notes.append(f"time limit: {len(points)} of the range's {len(v.values)} values solved")
+        except (_OutOfTime, KeyboardInterrupt) as exc:
+            why = "time limit" if isinstance(exc, _OutOfTime) else "interrupted (Ctrl-C)"
+            notes.append(f"{why}: {len(points)} of the range's {len(v.values)} values solved")
     breakpoints = []
     span = (v.values[-1] - v.values[0]) or 1.0
     try:
-        for a, b in itertools.pairwise(points):
+        for a, b in itertools.pairwise(points if not any(n.startswith("interrupted") for n in notes) else []):
             # every change between a and b: bisect to the first, then search what is left of (a, b)
             while not _same(a, b):
                 if len(breakpoints) >= MAX_BREAKPOINTS:
@@ -224,17 +228,19 @@ def sensitivity(
                 a = hi
             if len(breakpoints) >= MAX_BREAKPOINTS:
                 break
-    except _OutOfTime:
-        notes.append(f"time limit: the breakpoint search stopped after {len(breakpoints)} breakpoints")
+    except (_OutOfTime, KeyboardInterrupt) as exc:
+        why = "time limit" if isinstance(exc, _OutOfTime) else "interrupted (Ctrl-C)"
+        notes.append(f"{why}: the breakpoint search stopped after {len(breakpoints)} breakpoints")
     marginal = []
     for a, b in itertools.pairwise(points):
         if a.objective is None or b.objective is None:
             continue
         marginal.append({"from": a.value, "to": b.value, "per_unit": (b.objective - a.objective) / (b.value - a.value),
                          "unit": f"{problem.metric} per unit of {v.expr or '.'.join(v.path or ())}"})
-    complete = not any(n.startswith("time limit") for n in notes)
+    interrupted = any(n.startswith("interrupted") for n in notes)
+    complete = not interrupted and not any(n.startswith("time limit") for n in notes)
     return Sensitivity(problem.name, vary, problem.metric, problem.sense, points, breakpoints, marginal, solves,
-                       time.perf_counter() - t0, notes=notes, complete=complete)
+                       time.perf_counter() - t0, notes=notes, complete=complete, interrupted=interrupted)
 
 
 def _on_cluster(problems: dict[int, tuple[float, Problem]], workers: int, solver: str,

@@ -118,3 +118,21 @@ def test_the_time_limit_covers_the_whole_run_and_keeps_what_it_found(power_sweep
         if got.status == "optimal":
             assert got.objective == pytest.approx(same.objective, rel=1e-9)
     assert cut.as_dict()["complete"] is False
+
+
+def test_ctrl_c_keeps_the_values_proven_before_it(power_sweep, monkeypatch):
+    from codesign.tradeoffs import sensitivity as sens_mod
+
+    real, calls = sens_mod.solve, []
+
+    def interrupted_third(problem, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(problem, **kw)
+
+    monkeypatch.setattr(sens_mod, "solve", interrupted_third)
+    cut = sensitivity(load(TINY), "power_W <= 30..80 step 10")
+    assert cut.interrupted and not cut.complete and cut.as_dict()["interrupted"] is True
+    assert [p.value for p in cut.points] == [p.value for p in power_sweep.points[:2]]
+    assert [p.status for p in cut.points] == [p.status for p in power_sweep.points[:2]]

@@ -89,13 +89,13 @@ def check_limits(time_limit: float | None, threads: int | None = None) -> None:
     if threads is not None and threads < 0:
         raise InputError("threads is a count", key="--threads", value=threads,
                          expected=">= 1, or 0 for the solver's own choice")
-    if threads is not None and threads > (n := max(64, THREADS_PER_CORE * _cores())):
+    if threads is not None and threads > (n := max(64, THREADS_PER_CORE * cores())):
         # CP-SAT's portfolio may gain from a few workers per core; 100000 started 100000 threads
-        raise InputError(f"more solver threads than {THREADS_PER_CORE} per core ({_cores()} cores here)",
+        raise InputError(f"more solver threads than {THREADS_PER_CORE} per core ({cores()} cores here)",
                          key="--threads", value=threads, expected=f"0 (the solver's choice) to {n}")
 
 
-def _cores() -> int:
+def cores() -> int:
     """The cores this process may run on (its CPU affinity, else the machine's count)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))

@@ -27,7 +27,6 @@ solving is redone. ``sweep`` uses it; so can any command whose solves are indepe
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 import time
@@ -40,6 +39,7 @@ from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from codesign.errors import InputError
+from codesign.proof.driver import cores
 from codesign.sweep.job import Job, Outcome, run_job
 
 #: seconds to wait for a scheduler given by address before calling it unreachable
@@ -73,13 +73,6 @@ def check_address(address: str) -> str:
         raise InputError(f"not a host name: {exc}", key="--scheduler", value=address, expected=expected) from None
     return f"tcp://{location}"
 
-
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # (not Linux)
-        return max(1, os.cpu_count() or 1)
 
 
 __all__ = ["Executor", "Job", "Outcome", "cores", "run_job", "run_jobs"]

@@ -856,4 +856,4 @@ def test_threads_up_to_eight_per_core_and_at_least_64_are_accepted():
     check_limits(None, 0)
     check_limits(None, 64)  # a CP-SAT portfolio of 64 workers, whatever the machine
     with pytest.raises(InputError, match="per core"):
-        check_limits(None, max(64, driver.THREADS_PER_CORE * driver._cores()) + 1)
+        check_limits(None, max(64, driver.THREADS_PER_CORE * driver.cores()) + 1)

@@ -199,14 +199,7 @@ def build(
     add_schedule_choice(comp, memory=any(c.name.startswith("memory-capacity") for c in cons))
     if comp.empty_reason:
         return comp
-    base = _baseline_units(inst, tables)
-    for c in cons:
-        if c.workload is None:
-            continue
-        if c.name.startswith("memory-capacity"):
-            add_memory_capacity(comp, c)
-        else:
-            add_form_upper(comp, c, _unit(base.get((c.workload, c.name), 1.0)))
+    base = add_workload_constraints(comp, cons)
     if objective is None:
         add_objective(comp, base)
     else:
@@ -407,6 +400,20 @@ def add_schedule_choice(comp: Compiled, memory: bool = True) -> None:
             return
         comp.sched_rows[w.name] = rows
         comp.y[w.name] = lin.onehot(comp.mip, f"sched[{w.name}]", [str(int(r)) for r in rows])
+
+
+def add_workload_constraints(comp: Compiled, cons: list[Constraint]) -> dict:
+    """Every per-workload constraint of ``cons`` as rows (memory capacity, every other form as an
+    upper bound in its baseline unit); returns those baseline units."""
+    base = _baseline_units(comp.inst, comp.tables)
+    for c in cons:
+        if c.workload is None:
+            continue
+        if c.name.startswith("memory-capacity"):
+            add_memory_capacity(comp, c)
+        else:
+            add_form_upper(comp, c, _unit(base.get((c.workload, c.name), 1.0)))
+    return base
 
 
 def add_memory_capacity(comp: Compiled, c: Constraint) -> None:

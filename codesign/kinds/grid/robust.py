@@ -44,12 +44,9 @@ from codesign.kinds.grid.formulation import (
     DECOMPOSE_MAX_PAIRS,
     INTEGER_RESOLUTION,
     Compiled,
-    _baseline_units,
     _hardware_ok,
-    _unit,
-    add_form_upper,
-    add_memory_capacity,
     add_schedule_choice,
+    add_workload_constraints,
     compile_form,
     formulation_of,
     hardware_columns,
@@ -203,14 +200,7 @@ def build_robust(inst, optima: dict[str, float], *, integer_grid: bool = False, 
     add_schedule_choice(comp, memory=any(c.name.startswith("memory-capacity") for c in cons))
     if comp.empty_reason:
         return comp
-    base = _baseline_units(inst, tables)
-    for c in cons:
-        if c.workload is None:
-            continue
-        if c.name.startswith("memory-capacity"):
-            add_memory_capacity(comp, c)
-        else:
-            add_form_upper(comp, c, _unit(base.get((c.workload, c.name), 1.0)))
+    add_workload_constraints(comp, cons)
     metric = OBJECTIVE_METRIC[inst.objective.metric]
     exprs = []
     for w in inst.workloads:

@@ -191,10 +191,7 @@ def frontier(
     if max_points is not None and max_points < 1:
         raise InputError("--max-points is a positive count", key="--max-points", value=max_points)
     driver = _check(problem, x, y)
-    if solver == AUTO:
-        # every ε-solve carries a budget row; CP-SAT (the mapping kind's default) stalled on them: on
-        # pf-llama405b-kv-mapping 'tokens_per_s >= 1391.43' unsolved in 60 s, HiGHS proved it in 3.3 s
-        solver = "highs"
+    # (--solver auto: each ε-solve carries a budget, and a budgeted mapping is solved by HiGHS)
     bounded = y if driver == x else x
     base = problem.with_objective(driver)
     # ties in the driven metric: once one shows, the best bounded metric among the designs tied with

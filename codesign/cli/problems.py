@@ -149,7 +149,7 @@ def show_cmd(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> Non
     base = data["baseline"]
     for d in p.decisions():
         domain = d.domain if isinstance(d.domain, str) else ", ".join(map(str, d.domain))
-        shown = base.get(d.name, "-")
+        shown = baseline_value(base, d.name)
         if isinstance(shown, list):
             shown = f"({len(shown)} entries)"
         t.add_row(escape(d.name), d.group, escape(domain), escape(str(shown)))
@@ -157,6 +157,19 @@ def show_cmd(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> Non
     out.print(f"baseline: {escape(p.baseline_description)}")
     p.render_summary(out, p.summary())
     print_lints(lints)
+
+
+def baseline_value(baseline: dict[str, Any], name: str) -> Any:
+    """A decision's value in a baseline, where a joint kind nests its hardware decisions
+    (``{"hardware": {"pool_ports": {"h100": 1}}}`` holds ``pool_ports[h100]``); "-" if it has none."""
+    scopes = [baseline, *(v for v in baseline.values() if isinstance(v, dict))]
+    key, _, index = name.partition("[")
+    for scope in scopes:
+        if name in scope:
+            return scope[name]
+        if index and isinstance(scope.get(key), dict) and index[:-1] in scope[key]:
+            return scope[key][index[:-1]]
+    return "-"
 
 
 @app.command("evaluate")

@@ -84,6 +84,15 @@ def test_show_a_mapping_or_placement_instance(kind, cli, cli_json):
     assert r.exit_code == 0 and KINDS[kind] in r.stdout and "baseline" in r.stdout
 
 
+def test_show_prints_a_joint_instances_hardware_baseline(cli):
+    """The joint baseline nests its hardware ({"hardware": {"modules": 16, "pool_ports": {"h100": 1}}},
+    instances/mapping/pf-llama405b-joint.toml); the table shows each hardware decision's value."""
+    r = cli("show", "pf-llama405b-joint")
+    rows = {line.split("│")[1].strip(): line.split("│")[4].strip() for line in r.stdout.splitlines()
+            if line.count("│") == 5 and line.split("│")[1].strip()}
+    assert rows["modules"] == "16" and rows["pool_ports[h100]"] == "1"
+
+
 def test_show_for_people(cli):
     r = cli("show", "pf-dense1t-paper")
     assert r.exit_code == 0 and "pooled-bandwidth-exceeds-switch" in r.stdout

@@ -65,8 +65,7 @@ def pareto_cmd(
         frontier_plot(f, plot)
     if as_json:
         emit_json(f.as_dict())
-        if f.interrupted:
-            raise typer.Exit(EXIT_INTERRUPT)
+        exit_if_interrupted(f.interrupted)
         return
     t = Table(title=f"{problem.name}: {f.x} vs {f.y} ({len(f.points)} points, each optimal for its budget)")
     t.add_column(f.x, justify="right")
@@ -81,8 +80,14 @@ def pareto_cmd(
               "the other[/]")
     if plot is not None and f.points:
         out.print(f"wrote {plot}")
-    if f.interrupted:
-        err.print(f"[yellow]interrupted (Ctrl-C)[/]: kept the {len(f.points)} points proven before it")
+    exit_if_interrupted(f.interrupted, kept=f"the {len(f.points)} points proven before it")
+
+
+def exit_if_interrupted(interrupted: bool, *, kept: str | None = None) -> None:
+    """After a Ctrl-C the results so far are out (printed or JSON): say what was kept, exit 130."""
+    if interrupted:
+        if kept:
+            err.print(f"[yellow]interrupted (Ctrl-C)[/]: kept {kept}")
         raise typer.Exit(EXIT_INTERRUPT)
 
 
@@ -115,8 +120,7 @@ def sensitivity_cmd(
         sensitivity_plot(r, plot)
     if as_json:
         emit_json(r.as_dict())
-        if r.interrupted:
-            raise typer.Exit(EXIT_INTERRUPT)
+        exit_if_interrupted(r.interrupted)
         return
     t = Table(title=f"{problem.name}: {r.sense} {r.metric} as {escape(vary)}")
     for c in ("value", "status", "optimum", "marginal (per unit, to the next value)"):
@@ -136,6 +140,4 @@ def sensitivity_cmd(
               f"{BREAKPOINT_RTOL:g} of the range{'' if r.complete else '; incomplete'}[/]")
     if plot is not None and r.points:
         out.print(f"wrote {plot}")
-    if r.interrupted:
-        err.print(f"[yellow]interrupted (Ctrl-C)[/]: kept the {len(r.points)} values proven before it")
-        raise typer.Exit(EXIT_INTERRUPT)
+    exit_if_interrupted(r.interrupted, kept=f"the {len(r.points)} values proven before it")

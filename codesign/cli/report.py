@@ -46,10 +46,10 @@ def report_cmd(
     max_points: Annotated[int, typer.Option("--max-points", help="at most this many frontier points")] = 12,
     pareto_time_limit: Annotated[float | None, typer.Option("--pareto-time-limit", help="seconds for the whole frontier")] = 120.0,
     sensitivity_points: Annotated[int, typer.Option("--sensitivity-points", help="values of each binding budget (2..50)")] = 5,
-    sensitivity_time_limit: Annotated[float | None, typer.Option("--sensitivity-time-limit", help="seconds for each binding budget's sensitivity (past it: stopped, the page says how to compute it)")] = 60.0,
+    sensitivity_time_limit: Annotated[float | None, typer.Option("--sensitivity-time-limit", help="seconds for each binding budget's sensitivity (past it: the values proven so far, and the command that computes the rest)")] = 60.0,
     budgets: BudgetOpt = None,
     solver: SolverOpt = "auto",
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds per solve (the optimum, each budget check, each sensitivity point)")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="seconds for the whole report: each part gets what is left, a part left without time says so on the page")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one self-contained HTML page: the instance and its lints, the optimum with its proof,

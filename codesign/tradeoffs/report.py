@@ -101,15 +101,38 @@ class Report:
     solves: int = 0
 
 
+class Clock:
+    """The report's one deadline (``--time-limit`` covers the whole report): each part gets what is left."""
+
+    def __init__(self, time_limit: float | None):
+        self.t0 = time.perf_counter()
+        self.deadline = None if time_limit is None else self.t0 + time_limit
+
+    def left(self, cap: float | None = None) -> float | None:
+        """Seconds left for a part (at most ``cap``, its own limit); None: no limit."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
+        return cap if left is None else left if cap is None else min(cap, left)
+
+    def spent(self) -> bool:
+        return self.left() == 0.0
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+#: what a part of the page says when the report's time limit left it no time
+OUT_OF_TIME = "not computed: the report's --time-limit was spent before it"
+
+
 def build_report(problem: Problem, options: Options, *, progress: Callable[[str], None] | None = None) -> Report:
     """Everything the report states (module docstring); every number from a record or a solve."""
     options.check()
     if options.y is None:  # a mix's energy per token is no budget metric: its workloads' are
         options.y = "power_W" if len(problem.data.get("workloads", [])) > 1 else "energy_per_token_J"
     say = progress or (lambda _msg: None)
-    t0 = time.perf_counter()
+    clock = Clock(options.time_limit)
     say("solving")
-    sol = _solve(problem, options)
+    sol = _solve(problem, options, clock.left())
     base = records.evaluation(problem, problem.assess(problem.parse_design(problem.baseline(), source="the baseline")))
     a = problem.assess(problem.parse_design(problem.baseline(), source="the baseline"))
     bound = sol.bound if sol.status in ("optimal", "feasible") else None
@@ -120,22 +143,26 @@ def build_report(problem: Problem, options: Options, *, progress: Callable[[str]
     say("breakdown")
     parts = breakdown(problem, designs)
     say("binding budgets")
-    bindings, binding_note, solves = _bindings(problem, sol, options, say)
+    bindings, binding_note, solves = _bindings(problem, sol, options, say, clock)
     say("pareto frontier")
     front, front_note = None, ""
-    try:
-        front = frontier(problem, options.x, options.y, solver=options.solver, max_points=options.max_points,
-                         time_limit=options.pareto_time_limit, progress=lambda m: say(f"pareto: {m}"))
-    except InputError as exc:
-        front_note = f"not available for this instance: {exc.message}"
+    if clock.spent():
+        front_note = OUT_OF_TIME
+    else:
+        try:
+            front = frontier(problem, options.x, options.y, solver=options.solver, max_points=options.max_points,
+                             time_limit=clock.left(options.pareto_time_limit), progress=lambda m: say(f"pareto: {m}"))
+        except InputError as exc:
+            front_note = f"not available for this instance: {exc.message}"
     if front is not None:
         solves += front.solves
     return Report(problem, options, sol, base, cert, parts, bindings, binding_note, front, front_note,
-                  time.perf_counter() - t0, solves + 1)
+                  clock.seconds(), solves + 1)
 
 
-def _solve(problem: Problem, options: Options) -> records.Solution:
-    sol = solve(problem, solver=options.solver, time_limit=options.time_limit)
+def _solve(problem: Problem, options: Options, time_limit: float | None) -> records.Solution:
+    # the first solve always runs (a solve's first round gets the driver's floor when none is left)
+    sol = solve(problem, solver=options.solver, time_limit=None if time_limit is None else max(time_limit, 1e-3))
     if sol.termination.startswith("interrupted"):
         raise KeyboardInterrupt
     return sol
@@ -171,8 +198,8 @@ def _without(problem: Problem, name: str) -> tuple[Problem, str | None, str | No
     return from_data(data, source=f"{problem.name} without {name}", calibration=problem.calibration), path, text
 
 
-def _bindings(problem: Problem, sol: records.Solution, options: Options,
-              say: Callable[[str], None]) -> tuple[list[Binding], str, int]:
+def _bindings(problem: Problem, sol: records.Solution, options: Options, say: Callable[[str], None],
+              clock: Clock) -> tuple[list[Binding], str, int]:
     if not problem.takes_budgets:
         return [], (f"{problem.kind} instances take no metric budgets yet: there is no budget to bind and no "
                     "sensitivity to one"), 0
@@ -183,13 +210,16 @@ def _bindings(problem: Problem, sol: records.Solution, options: Options,
         return [], "the instance has no budget (add one with --budget 'EXPR <= VALUE')", 0
     out, solves = [], 0
     for e in entries:
+        if clock.spent():
+            out.append(Binding(e.name, e, None, None, note=f"whether it binds is {OUT_OF_TIME}"))
+            continue
         say(f"is {e.name} binding?")
         try:
             free, path, text = _without(problem, e.name)
         except InputError as exc:
             out.append(Binding(e.name, e, None, None, note=exc.message))
             continue
-        other = _solve(free, options)
+        other = _solve(free, options, clock.left())
         solves += 1
         if other.status != "optimal" or other.objective is None:
             out.append(Binding(e.name, e, other, None, note=f"the solve without it ended {other.status}"))
@@ -200,35 +230,30 @@ def _bindings(problem: Problem, sol: records.Solution, options: Options,
         out.append(b)
     varied = [b for b in out if b.binds and b.vary]
     for b in varied[:MAX_SENSITIVITIES]:
+        if clock.spent():
+            b.note = f"binding; its sensitivity is {OUT_OF_TIME}: {_command(problem, b)} computes it"
+            continue
         say(f"sensitivity to {b.name}")
         base = problem if b.vary.startswith("budgets.") else _without(problem, b.name)[0]
-        limit, t0 = options.sensitivity_time_limit, time.perf_counter()
-
-        def tick(message: str, n: str = b.name, t0: float = t0, limit: float | None = limit) -> None:
-            say(f"sensitivity to {n}: {message}")
-            if limit is not None and time.perf_counter() - t0 > limit:
-                raise _Stopped  # (sensitivity() has no overall time limit: its progress stops it)
-
         try:
-            b.sensitivity = sensitivity(base, b.vary, solver=options.solver, time_limit=options.time_limit,
-                                        progress=tick)
+            b.sensitivity = sensitivity(base, b.vary, solver=options.solver,
+                                        time_limit=clock.left(options.sensitivity_time_limit),
+                                        progress=lambda m, n=b.name: say(f"sensitivity to {n}: {m}"))
         except InputError as exc:
             b.note = f"sensitivity not available: {exc.message}"
-        except _Stopped:
-            b.note = (f"binding; its sensitivity took more than {limit:g} s (--sensitivity-time-limit) and was "
-                      f"stopped, nothing of it shown: {_command(problem, b)} computes it")
         if b.sensitivity is not None:
             solves += b.sensitivity.solves
+            if b.sensitivity.interrupted:
+                raise KeyboardInterrupt
+            if not b.sensitivity.complete:
+                b.note = (f"binding; its sensitivity stopped at its time limit (--sensitivity-time-limit, or the "
+                          f"report's --time-limit), what it proved is shown: {_command(problem, b)} computes all of it")
     for b in varied[MAX_SENSITIVITIES:]:
         b.note = f"binding; only the first {MAX_SENSITIVITIES} binding budgets are varied"
     binding = [b for b in out if b.binds]
     note = ("no budget binds at the optimum: without any one of them the proven optimum is the same"
             if not binding else f"{len(binding)} of {len(out)} budgets bind at the optimum")
     return out, note, solves
-
-
-class _Stopped(Exception):
-    """A sensitivity ran past --sensitivity-time-limit."""
 
 
 def _command(problem: Problem, b: Binding) -> str:

@@ -107,13 +107,31 @@ def test_a_binding_budget_gets_its_sensitivity():
     assert "Sensitivity to budget-area" in page and "1 of 1 budgets bind at the optimum" in page
 
 
-def test_a_sensitivity_past_its_time_limit_is_stopped_and_said():
+def test_a_sensitivity_past_its_time_limit_keeps_what_it_proved_and_says_how_to_finish():
     p = load(TINY).with_budgets(["power_W <= 45"])
     r = build_report(p, Options(max_points=1, sensitivity_time_limit=0.01))
     b = next(x for x in r.bindings if x.binds)
-    assert b.sensitivity is None and "--sensitivity-time-limit" in b.note
+    assert b.sensitivity is not None and not b.sensitivity.complete
+    assert len(b.sensitivity.points) < 5 and "--sensitivity-time-limit" in b.note
     assert f"codesign sensitivity {TINY} --vary 'power_W <= " in b.note
     assert "--sensitivity-time-limit" in render(r)
+
+
+def test_the_time_limit_covers_the_whole_report():
+    """With the report's --time-limit spent by the optimum's solve, the later parts are not run and
+    the page says so; the optimum is still there (a solve's first round always runs)."""
+    p = load(TINY).with_budgets(["power_W <= 45"])
+    r = build_report(p, Options(max_points=3, time_limit=1e-9))
+    assert r.optimum.design is not None
+    assert r.frontier is None and "--time-limit" in r.frontier_note
+    if r.optimum.status == "optimal":  # proven within its first round: the budget checks were skipped
+        assert r.bindings and all(b.binds is None and "--time-limit" in b.note for b in r.bindings)
+    else:
+        assert not r.bindings and "not proven" in r.binding_note
+    assert r.solves == 1
+    page = render(r)
+    assert_self_contained(page)
+    assert "--time-limit was spent" in page
 
 
 def test_a_mapping_instance_states_what_does_not_apply(tmp_path, cli):

@@ -104,3 +104,4 @@ def from_data(data: dict[str, Any], *, source: str = "<data>", calibration: Cali
 from codesign.kinds.grid import problem as _grid  # noqa: E402, F401
 from codesign.kinds.mapping import problem as _mapping  # noqa: E402, F401
 from codesign.kinds.placement import problem as _placement  # noqa: E402, F401
+from codesign.kinds.training import problem as _training  # noqa: E402, F401

@@ -162,7 +162,7 @@ LAYERS = (
     ("codesign.kinds.base",),
     ("codesign.proof.tolerances", "codesign.proof.records", "codesign.proof.driver"),
     ("codesign.kinds.fixed", "codesign.kinds.grid", "codesign.kinds.mapping", "codesign.kinds.placement",
-     "codesign.kinds.training"),
+     "codesign.kinds.dlrm", "codesign.kinds.training"),
     ("codesign.kinds.registry", "codesign.proof.certify", "codesign.proof.check"),
     ("codesign.calibration", "codesign.api", "codesign.cli", "codesign.sweep", "codesign.tradeoffs", "codesign"),
 )

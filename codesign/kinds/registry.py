@@ -101,6 +101,7 @@ def from_data(data: dict[str, Any], *, source: str = "<data>", calibration: Cali
 
 
 # the kinds codesign ships (each registers itself on import)
+from codesign.kinds.dlrm import problem as _dlrm  # noqa: E402, F401
 from codesign.kinds.grid import problem as _grid  # noqa: E402, F401
 from codesign.kinds.mapping import problem as _mapping  # noqa: E402, F401
 from codesign.kinds.placement import problem as _placement  # noqa: E402, F401

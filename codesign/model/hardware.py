@@ -21,7 +21,7 @@ from pydantic import Field
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.model import compute, memory, network, thermal
+from codesign.model import compute, memory, network, power_cap, thermal
 from codesign.model.calibration import Calibration
 from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, TB, GBps, GiB, MiB
 from codesign.paths import catalog_dir
@@ -434,6 +434,7 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         t.features[name] = col
         t.labels.setdefault(name, name)
     _reduction(t, t.features["reduce_in_switch"])
+    power_cap.apply_caps(inst, t)  # a power limit lowers the compute clock (eq. 3.20d)
 
 
 def _pool_features(inst: Instance, t: HardwareTable) -> None:
@@ -489,6 +490,7 @@ def check_hardware_references(inst: Instance, path: Path) -> None:
             wrap(catalog.load_chip, cid, "hardware.decisions.chip")
     if inst.system.appliance:
         wrap(catalog.load_appliance, inst.system.appliance, "system.appliance")
+    power_cap.check_limits(inst, path)
     for key in ("scale_up", "scale_out"):
         val = getattr(inst.system, key)
         if val:

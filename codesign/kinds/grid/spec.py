@@ -58,6 +58,7 @@ HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
     },
     "catalog": {
         "chip": str,  # a chip id from the catalog
+        "power_limit_fraction": float,  # power cap (nvidia-smi -pl) / TDP, only where given (model/power_cap.py)
         "pool_ports": int,  # appliance ports (modules) each device attaches to
     },
 }
@@ -577,10 +578,9 @@ def _coerce(value: Any, dec: Decision, source: str, prefix: str) -> Any:
 
 def _numeric(text: str) -> bool:
     try:
-        float(text)
+        return float(text) is not None
     except ValueError:
         return False
-    return True
 
 
 def with_budgets(inst: Instance, texts: list[str]) -> Instance:

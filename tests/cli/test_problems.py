@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = "tiny-3d-llama8b"
-KINDS = {"grid": TINY, "mapping": "tiny-pf-mapping", "placement": "tiny-placement-mixtral"}
+KINDS = {"grid": TINY, "mapping": "tiny-pf-mapping", "placement": "tiny-placement-mixtral", "training": "tiny-pf-train"}
 #: the keys every evaluation record carries (issue 28 item 3)
 RECORD_KEYS = {"design", "metrics", "objective", "feasible", "lints", "violations", "audit", "instance", "kind",
                "instance_hash", "instance_data", "objective_metric", "sense", "calibration"}
@@ -27,7 +27,7 @@ NOT_UTF8 = b"\x89PNG\x00\xff\xfe"
 def test_instances_lists_every_kind_with_exact_sizes(cli_json):
     rows = cli_json("instances")
     by_name = {r["name"]: r for r in rows}
-    assert len(rows) >= 22 and {r["kind"] for r in rows} == {"grid", "mapping", "placement"}
+    assert len(rows) >= 22 and {r["kind"] for r in rows} >= {"grid", "mapping", "placement", "training"}
     assert all(isinstance(r["space_size"], int) for r in rows)
     assert by_name[TINY]["space_size"] == 432
     # exact integers survive JSON even past 2**53

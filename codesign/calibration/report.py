@@ -18,12 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from codesign.calibration.concurrency import at_concurrency
 from codesign.calibration.engine import (
     ENGINE_MAX_BATCH,
-    BatchChoice,
-    batch_from,
     evaluate_row,
-    footprint,
     max_batch,
     model_metric,
     skip_reason,
@@ -183,11 +181,11 @@ class ValidationReport:
 def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, calibration: CalibrationSet | None = None) -> dict[str, Any]:
     """Predict one (predictable) row with ``evaluate``: the row's result record."""
     calibration = shipped() if calibration is None else calibration
+    serving: dict[str, Any] = {}
     if row.concurrency is None:
         choice = max_batch(row, cap, calibration=calibration)
-    else:
-        fp = footprint(row, calibration=calibration)
-        choice = BatchChoice(batch_from(row, fp, None, None), fp, "concurrency")
+    else:  # the steady state of continuous batching (model.md §5.11)
+        choice, serving = at_concurrency(row, cap, calibration=calibration)
     rec: dict[str, Any] = {
         "id": row.id, "model": row.model, "gpu": row.gpu, "family": family_of(row.gpu),
         "precision": row.precision, "kv_precision": row.kv_cache_precision,
@@ -200,6 +198,9 @@ def predict_row(row: Row, *, cap: int | None = ENGINE_MAX_BATCH, calibration: Ca
     }
     if choice.batch < 1:
         rec.update(predicted=0.0, error_pct=-100.0, note=f"model: {choice.reason}")
+        return rec
+    if serving:
+        rec.update(serving, error_pct=100.0 * (serving["predicted"] - row.value) / row.value)
         return rec
     ev = evaluate_row(row, choice.batch, calibration=calibration)
     m = ev.workload_metrics["main"]

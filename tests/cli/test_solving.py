@@ -14,8 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = "tiny-3d-llama8b"
-KINDS = {"grid": TINY, "mapping": "tiny-pf-mapping", "placement": "tiny-placement-mixtral"}
-RTOL = {"grid": 1e-9, "mapping": 1e-6, "placement": 1e-7}
+KINDS = {"grid": TINY, "mapping": "tiny-pf-mapping", "placement": "tiny-placement-mixtral", "training": "tiny-pf-train"}
+RTOL = {"grid": 1e-9, "mapping": 1e-6, "placement": 1e-7, "training": 1e-9}
 RECORD_KEYS = {"design", "metrics", "objective", "feasible", "lints", "violations", "audit", "instance", "kind",
                "instance_hash", "instance_data"}
 SOLVE_KEYS = RECORD_KEYS | {"status", "bound", "gap", "solver", "termination", "proof", "cross_check", "explanation"}
@@ -41,7 +41,7 @@ def test_solve_json_has_the_record_keys_and_the_brute_force_optimum(kind, cli_js
     assert set(data) >= SOLVE_KEYS
     # --solver auto (the default): HiGHS on grids, CP-SAT on mappings and placements
     assert data["kind"] == kind and data["status"] == "optimal"
-    assert data["solver"] == {"grid": "highs", "mapping": "cpsat", "placement": "cpsat"}[kind]
+    assert data["solver"] == {"grid": "highs", "mapping": "cpsat", "placement": "cpsat", "training": "highs"}[kind]
     assert data["objective"] == pytest.approx(brute(p).best.objective, rel=RTOL[kind])
     assert data["gap"] is not None and abs(data["gap"]) <= 1e-6
     assert data["cross_check"] is None and data["explanation"] is None
@@ -58,7 +58,7 @@ def test_solve_with_pyomo_highs_on_other_kinds(kind, cli_json, named, brute):
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_solve_cross_check(kind, cli_json):
     cc = cli_json("solve", KINDS[kind], "--cross-check")["cross_check"]
-    first = "highs" if kind == "grid" else "cpsat"  # the default's choice, then the other one
+    first = "highs" if kind in ("grid", "training") else "cpsat"  # the default's choice, then the other one
     assert cc["solvers"] == [first, {"highs": "cpsat", "cpsat": "highs"}[first]] and cc["agree"] is True
     cc = cli_json("solve", KINDS[kind], "--cross-check", "--solver", "highs")["cross_check"]
     assert cc["solvers"] == ["highs", "cpsat"] and cc["agree"] is True

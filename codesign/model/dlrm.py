@@ -11,7 +11,11 @@ dividing h; shard j holds h/k_t of every row), each shard at one *location*:
 
 * ``hbm:d``  the HBM of GPU d (model-parallel embeddings, TorchRec table-wise/column-wise);
 * ``host:d`` the host memory of GPU d, read over its PCIe link (GPU d owns the shard);
-* ``pool:m:s`` tier s (hbm/ddr) of module m of a pooled-memory appliance.
+* ``pool:m:s`` tier s (hbm/ddr) of module m of a pooled-memory appliance;
+
+or, where the instance allows spreading, the whole table at one *spread option*: ``hbm:*`` /
+``host:*`` row-wise over every GPU's HBM / host memory (TorchRec row-wise), ``pool:*:s`` striped
+over tier s of every module (lookups uniform over rows, as MLPerf's synthetic multi-hot draws them).
 
 Per iteration, for one shard of table t with k shards (eq. numbers of dlrm.md):
 
@@ -152,7 +156,29 @@ class DlrmProblem:
     J_per_B_path: float
     objective: str
     modules: int = 0
+    #: spread options: (label, member locations), a table row-wise over all GPUs' HBM or hosts, or
+    #: striped over every module's tier
+    spreads: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        """Every location's label, then every spread option's (index = len(locations) + j)."""
+        return [loc.label for loc in self.locations] + [lab for lab, _ in self.spreads]
+
+    def spread(self, t: int, j: int) -> np.ndarray:
+        """(locations, 4): S, G, I, O of table t spread by option j over its n members (D1', D2'): each
+        member holds R/n rows and serves 1/n of the lookups and indices; a GPU or host member sends
+        the partial sums of all B samples (B·r, reduce-scattered), a module B·L·r/n unpooled (B·r
+        partial sums if the appliance pools)."""
+        members = self.spreads[j][1]
+        n = len(members)
+        B, L, r = float(self.batch), float(self.pooling[t]), self.row_B
+        out = np.zeros((len(self.locations), 4))
+        for i in members:
+            raw = self.locations[i].kind == "pool" and not self.appliance_pools
+            out[i] = (float(self.rows[t]) * r / n, B * L * r / n, B * L * self.index_B / n, B * L * r / n if raw else B * r)
+        return out
 
     @property
     def tables(self) -> int:
@@ -229,6 +255,14 @@ def build_problem(inst: Any) -> DlrmProblem:
                 bw = ap.module_tier_GBps[tier] * GBps * cal.memory_efficiency
                 locs.append(Location(f"pool:{m}:{tier}", "pool", -1, m, t.capacity_TB * TB / app.modules, 1.0 / bw,
                                      tech.energy_pJ_per_bit * BITS_PER_BYTE * PICO))
+    if s.sharding.spread:
+        for kind in ("hbm", "host"):
+            members = tuple(i for i, loc in enumerate(locs) if loc.kind == kind)
+            if members and D > 1:
+                out.spreads.append((f"{kind}:*", members))
+        for tier in ap.tiers if ap is not None else []:
+            members = tuple(i for i, loc in enumerate(locs) if loc.label.endswith(f":{tier}") and loc.kind == "pool")
+            out.spreads.append((f"pool:*:{tier}", members))
     return out
 
 
@@ -248,8 +282,7 @@ class DlrmDesign:
 
 
 def make_design(pb: DlrmProblem, shards) -> DlrmDesign:
-    return DlrmDesign(tuple(tuple(sorted(int(i) for i in s)) for s in shards),
-                      tuple(loc.label for loc in pb.locations), tuple(pb.table_names))
+    return DlrmDesign(tuple(tuple(sorted(int(i) for i in s)) for s in shards), tuple(pb.labels), tuple(pb.table_names))
 
 
 def parse_design(pb: DlrmProblem, data: dict[str, Any], source: str = "design") -> DlrmDesign:
@@ -258,7 +291,8 @@ def parse_design(pb: DlrmProblem, data: dict[str, Any], source: str = "design") 
     if not isinstance(tables, dict):
         raise InputError("a DLRM design is a table 'tables' of table name -> list of locations", file=source,
                          key="tables", value=type(tables).__name__)
-    labels = {loc.label: i for i, loc in enumerate(pb.locations)}
+    labels = {lab: i for i, lab in enumerate(pb.labels)}
+    Lc = len(pb.locations)
     unknown = [n for n in tables if n not in pb.table_names]
     if unknown:
         raise InputError("unknown table", file=source, key=f"tables.{unknown[0]}", value=unknown[0],
@@ -268,10 +302,12 @@ def parse_design(pb: DlrmProblem, data: dict[str, Any], source: str = "design") 
         if n not in tables:
             raise InputError("every table needs its locations", file=source, key=f"tables.{n}", expected="a list of locations")
         v = tables[n]
-        if not isinstance(v, list) or len(v) not in pb.shards:
+        spread = isinstance(v, list) and len(v) == 1 and labels.get(v[0], -1) >= Lc
+        if not isinstance(v, list) or not (len(v) in pb.shards or spread):
             raise InputError("a list of one location per column shard", file=source, key=f"tables.{n}", value=v,
-                             expected=f"a list of {' | '.join(map(str, pb.shards))} locations")
-        bad = [x for x in v if not isinstance(x, str) or x not in labels]
+                             expected=f"a list of {' | '.join(map(str, pb.shards))} locations"
+                                      + (f", or one of {', '.join(lab for lab, _ in pb.spreads)}" if pb.spreads else ""))
+        bad = [x for x in v if not isinstance(x, str) or x not in labels or (labels[x] >= Lc and len(v) > 1)]
         if bad:
             raise InputError("unknown location", file=source, key=f"tables.{n}", value=bad[0],
                              expected="hbm:<gpu>, host:<gpu> or pool:<module>:<tier> of this instance",
@@ -283,13 +319,17 @@ def parse_design(pb: DlrmProblem, data: dict[str, Any], source: str = "design") 
 def space_size(pb: DlrmProblem) -> int:
     """Π_t Σ_k C(locations + k − 1, k): the multisets of k locations for each table."""
     n = len(pb.locations)
-    return math.prod(sum(math.comb(n + k - 1, k) for k in pb.shards) for _ in range(pb.tables))
+    return math.prod(sum(math.comb(n + k - 1, k) for k in pb.shards) + len(pb.spreads) for _ in range(pb.tables))
 
 
 def aggregate(pb: DlrmProblem, design: DlrmDesign) -> np.ndarray:
     """(locations, 4): S, G, I, O summed over the shards at each location."""
     A = np.zeros((len(pb.locations), 4))
+    Lc = len(pb.locations)
     for t, s in enumerate(design.shards):
+        if s and s[0] >= Lc:
+            A += pb.spread(t, s[0] - Lc)
+            continue
         per = pb.shard(t, len(s))
         for i in s:
             A[i] += per[i]

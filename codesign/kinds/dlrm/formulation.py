@@ -45,20 +45,26 @@ class DlrmMIP:
     problem: DlrmProblem
     n: dict[tuple[int, int, int], int]
     z: dict[tuple[int, int], int]
+    w: dict[tuple[int, int], int]
     objective_unit: float
     stats: dict[str, int] = field(default_factory=dict)
 
     def decode(self, x: np.ndarray) -> DlrmDesign:
         pb = self.problem
         shards = []
+        Lc = len(pb.locations)
         for t in range(pb.tables):
+            j = next((j for j in range(len(pb.spreads)) if round(x[self.w[t, j]]) == 1), None)
+            if j is not None:
+                shards.append([Lc + j])
+                continue
             k = max(pb.shards, key=lambda k: x[self.z[t, k]] if (t, k) in self.z else 1.0)
-            shards.append([loc for loc in range(len(pb.locations)) for _ in range(round(x[self.n[t, k, loc]]))])
+            shards.append([loc for loc in range(Lc) for _ in range(round(x[self.n[t, k, loc]]))])
         return make_design(pb, shards)
 
     @property
     def design_vars(self) -> np.ndarray:
-        return np.array([*self.n.values(), *self.z.values()], dtype=np.int64)
+        return np.array([*self.n.values(), *self.z.values(), *self.w.values()], dtype=np.int64)
 
 
 def build_dlrm(pb: DlrmProblem) -> DlrmMIP:
@@ -66,19 +72,25 @@ def build_dlrm(pb: DlrmProblem) -> DlrmMIP:
     tu = TIME_UNIT_S
     Lc, D = len(pb.locations), pb.gpus
     per = {(t, k): pb.shard(t, k) for t in range(pb.tables) for k in pb.shards}
+    spread = {(t, j): pb.spread(t, j) for t in range(pb.tables) for j in range(len(pb.spreads))}
     n: dict[tuple[int, int, int], int] = {}
     z: dict[tuple[int, int], int] = {}
+    w: dict[tuple[int, int], int] = {}
+    choices = len(pb.shards) + len(pb.spreads)
     for t in range(pb.tables):
         for k in pb.shards:
             for loc in range(Lc):
                 n[t, k, loc] = mip.add_var(f"n[{t},{k},{loc}]", 0, k, integer=True)
-            if len(pb.shards) > 1:
+            if choices > 1:
                 z[t, k] = mip.add_binary(f"z[{t},{k}]")
                 mip.add_row(f"shards[{t},{k}]", [*(n[t, k, loc] for loc in range(Lc)), z[t, k]], [1.0] * Lc + [-float(k)], lb=0.0, ub=0.0)
             else:
                 mip.add_row(f"shards[{t},{k}]", [n[t, k, loc] for loc in range(Lc)], [1.0] * Lc, lb=k, ub=k)
-        if z:
-            mip.add_row(f"one-k[{t}]", [z[t, k] for k in pb.shards], [1.0] * len(pb.shards), lb=1.0, ub=1.0)
+        for j, (label, _) in enumerate(pb.spreads):
+            w[t, j] = mip.add_var(f"w[{t},{label}]", 0, 1, integer=True) if choices > 1 else mip.add_var(f"w[{t},{label}]", 1, 1, integer=True)
+        if choices > 1:
+            ids = [z[t, k] for k in pb.shards] + [w[t, j] for j in range(len(pb.spreads))]
+            mip.add_row(f"one-choice[{t}]", ids, [1.0] * len(ids), lb=1.0, ub=1.0)
 
     def total(locs, q: int, scale: float = 1.0) -> tuple[list[int], list[float]]:
         """Σ over ``locs`` of quantity q (S, G, I, O), times ``scale``."""
@@ -87,6 +99,11 @@ def build_dlrm(pb: DlrmProblem) -> DlrmMIP:
             for loc in locs:
                 idx.append(n[t, k, loc])
                 val.append(scale * v[loc, q])
+        for (t, j), v in spread.items():
+            c = scale * sum(v[loc, q] for loc in locs)
+            if c:
+                idx.append(w[t, j])
+                val.append(c)
         return idx, val
 
     # capacity (GiB)
@@ -95,7 +112,8 @@ def build_dlrm(pb: DlrmProblem) -> DlrmMIP:
         mip.add_row(f"capacity[{place.label}]", i, v, ub=place.capacity_B * (1 + FEASIBILITY_RTOL) / GiB)
 
     # upper bounds of the epigraph variables: every byte through the slowest path
-    most = {q: sum(max(k * per[t, k][:, q].max() for k in pb.shards) for t in range(pb.tables)) for q in (GATHERED, INDEX, OUTPUT)}
+    most = {q: sum(max([k * per[t, k][:, q].max() for k in pb.shards] + [spread[t, j][:, q].sum() for j in range(len(pb.spreads))])
+                   for t in range(pb.tables)) for q in (GATHERED, INDEX, OUTPUT)}
     slowest_link = max(pb.nv_s_per_B, pb.link_s_per_B, pb.port_s_per_B, pb.switch_s_per_B)
     T_in = mip.add_var("T_in", 0.0, most[INDEX] * slowest_link / tu + 1.0)
     T_lk = mip.add_var("T_lookup", 0.0, most[GATHERED] * max(x.s_per_B for x in pb.locations) / tu + 1.0)
@@ -162,4 +180,4 @@ def build_dlrm(pb: DlrmProblem) -> DlrmMIP:
                 val += v
         mip.set_objective(idx, val)
         unit = ENERGY_UNIT_J
-    return DlrmMIP(mip, pb, n, z, unit, mip.stats())
+    return DlrmMIP(mip, pb, n, z, w, unit, mip.stats())

@@ -92,8 +92,11 @@ class Dlrm(Problem):
 
     def decisions(self) -> list[DecisionInfo]:
         pb = self.model
-        return [DecisionInfo("tables", f"for each of {pb.tables} tables: {' | '.join(map(str, pb.shards))} column shards, each "
-                                       f"at one of {len(pb.locations)} locations (GPU HBM, host memory, appliance modules)", "placement")]
+        text = f"for each of {pb.tables} tables: " + " or ".join(
+            ([f"{' | '.join(map(str, pb.shards))} column shards, each at one of {len(pb.locations)} locations (GPU HBM, host memory, "
+              "appliance modules)"] if pb.shards else [])
+            + ([f"spread whole over {' | '.join(lab for lab, _ in pb.spreads)}"] if pb.spreads else []))
+        return [DecisionInfo("tables", text, "placement")]
 
     def space_size(self) -> int:
         return space_size(self.model)
@@ -165,6 +168,9 @@ class Dlrm(Problem):
                         m[loc] += per[loc]
                     opts.append(combo)
                     mats.append(m)
+            for j in range(len(pb.spreads)):
+                opts.append((Lc + j,))
+                mats.append(pb.spread(t, j))
             options.append(opts)
             sums.append(np.array(mats))
         radix = [len(o) for o in options]

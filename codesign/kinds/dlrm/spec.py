@@ -77,7 +77,10 @@ class AppliancePart(Strict):
 
 class ShardingPart(Strict):
     #: the numbers of column shards a table may be split into (each divides the dimension)
-    column_shards: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
+    column_shards: list[PositiveInt] = Field(default_factory=lambda: [1])
+    #: a table may also be spread whole: row-wise over all GPUs' HBM (``hbm:*``) or hosts
+    #: (``host:*``), or striped over a tier of every module (``pool:*:<tier>``)
+    spread: bool = False
 
 
 class ObjectivePart(Strict):
@@ -102,6 +105,8 @@ class DlrmFile(Strict):
         if self.workload.batch % self.devices.count:
             raise ValueError(f"workload.batch = {self.workload.batch} must be a multiple of devices.count = {self.devices.count}")
         ks = self.sharding.column_shards
+        if not ks and not self.sharding.spread:
+            raise ValueError("sharding: give column_shards, or spread = true, or both")
         if len(set(ks)) != len(ks):
             raise ValueError(f"sharding.column_shards repeat a value: {ks}")
         ap = self.appliance

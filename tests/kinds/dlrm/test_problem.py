@@ -1,0 +1,56 @@
+"""The dlrm kind: brute force = HiGHS = CP-SAT on the tiny instance; the named instances' baselines
+are the best GPU-only designs; bad designs are InputErrors (exit 2)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.dlrm.problem import Dlrm
+from codesign.kinds.registry import load
+from codesign.proof.driver import solve
+
+TINY = Path(__file__).resolve().parents[2] / "data" / "tiny-dlrm.toml"
+
+
+def test_brute_force_equals_both_solvers_on_the_tiny_instance(solvers_match_brute_force):
+    best = solvers_match_brute_force(load(TINY))
+    assert best.objective == pytest.approx(75_103_509.698523, rel=1e-9)
+
+
+def test_the_energy_objective_too():
+    p = load(TINY).with_objective("energy_per_sample_J")
+    bf = p.brute_force()
+    for solver in ("highs", "cpsat"):
+        sol = solve(p, solver=solver)
+        assert sol.status == "optimal" and sol.objective == pytest.approx(bf.best.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["pf-dlrm-paper", "pf-dlrm-consistent"])
+def test_the_baseline_is_the_best_gpu_only_design(name):
+    p = load(name)
+    data = copy.deepcopy(p.inst.raw)
+    del data["appliance"], data["baseline"]
+    gpu_only = Dlrm.from_data(data, source="gpu-only")
+    sol = solve(gpu_only, solver="highs")
+    assert sol.status == "optimal"
+    base = p.assess(p.parse_design(p.baseline()))
+    assert base.objective == pytest.approx(sol.objective, rel=1e-9)
+    best = solve(p, solver="highs")
+    assert best.status == "optimal" and best.objective > base.objective
+
+
+def test_bad_designs_are_input_errors():
+    p = load(TINY)
+    for bad in ({"tables": {"C1": ["hbm:9"]}}, {"tables": {"C1": ["hbm:0", "hbm:1", "hbm:0"]}},
+                {"tables": {"CX": ["hbm:0"]}}, {"tables": {"C1": ["hbm:*", "hbm:0"]}}, {"layers": 3}):
+        with pytest.raises(InputError):
+            p.parse_design(bad)
+
+
+def test_cli_bad_design_exits_2(cli):
+    r = cli("evaluate", str(TINY), "--set", "tables={C1=[\"hbm:7\"]}")
+    assert r.exit_code == 2 and "Traceback" not in r.output

@@ -38,7 +38,8 @@ HARDWARE_METRICS: dict[str, tuple[str, str, str]] = {
     "pool_bandwidth_Bps": ("pool_bandwidth_Bps", "B/s", "pooled-memory bandwidth per device"),
 }
 #: hardware decisions usable by value in a budget (3D family)
-DECISION_METRICS = ("dram_layers", "tsv_count", "tsv_pitch_um", "compute_area_mm2", "clock_GHz", "sram_MiB", "pool_ports")
+DECISION_METRICS = ("dram_layers", "tsv_count", "tsv_pitch_um", "compute_area_mm2", "clock_GHz", "sram_MiB", "pool_ports",
+                    "appliances", "uplink_ports")
 #: per-workload metrics (forms): name -> (unit, description)
 WORKLOAD_METRICS: dict[str, tuple[str, str]] = {
     "tpot_s": ("s", "time per output token of one sequence (decode)"),

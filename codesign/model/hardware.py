@@ -21,9 +21,9 @@ from pydantic import Field
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.model import compute, memory, network, power_cap, thermal
+from codesign.model import appliances, compute, memory, power_cap, thermal
 from codesign.model.calibration import Calibration
-from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, TB, GBps, GiB, MiB
+from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, GBps, GiB, MiB
 from codesign.paths import catalog_dir
 from codesign.schema import Strict, is_file, load_toml, validate
 
@@ -190,7 +190,7 @@ def hardware_table(inst: Instance, designs: dict[str, np.ndarray] | None = None)
         _stacked_features(inst, table)
     else:
         _catalog_features(inst, table)
-    _pool_features(inst, table)
+    appliances.pool_features(inst, table)  # pooled memory over one or several appliances
     _stream_split(inst, table)
     table.features["one"] = np.ones(table.size)
     for name, values in designs.items():  # numeric decisions by value, for custom budgets
@@ -437,39 +437,6 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
     power_cap.apply_caps(inst, t)  # a power limit lowers the compute clock (eq. 3.20d)
 
 
-def _pool_features(inst: Instance, t: HardwareTable) -> None:
-    """Pooled-memory appliance: bandwidth per device (ports, switch share, or the instance's
-    stated assumption), per-byte path energy, system capacity and port usage."""
-    sysm = inst.system
-    if sysm.appliance is None:
-        _put(t, "s_per_B_pool", np.inf, "no pooled memory")
-        _put(t, "J_per_B_pool", 0.0, "no pooled memory")
-        _put(t, "pool_capacity_B", 0.0, "no pooled memory")
-        _put(t, "pool_bandwidth_Bps", 0.0, "no pooled memory")
-        _put(t, "pool_ports_used", 0.0, "no pooled memory")
-        _put(t, "pool_ports_available", 0.0, "no pooled memory")
-        return
-    app = catalog.load_appliance(sysm.appliance)
-    ports = t.decisions.get("pool_ports", np.ones(t.size)).astype(float)
-    port_bw = app.port_bandwidth_GBps * GBps
-    switch_bw = app.switching_capacity_GBps * GBps
-    if sysm.pooled_bandwidth_GBps_per_device is not None:
-        bw = np.full(t.size, sysm.pooled_bandwidth_GBps_per_device * GBps)
-    else:
-        bw = memory.pooled_bandwidth_Bps(ports, port_bw, switch_bw, sysm.devices)
-    energies = getattr(app.energy_pJ_per_bit, sysm.appliance_medium)
-    g = network.appliance_system(
-        1, 1, adapter_pJ_per_bit=energies.adapter, switch_pJ_per_bit=energies.switch
-    )
-    e_bit = network.path_energy_pJ_per_bit(g, "dev0", "mod0")
-    _put(t, "pool_bandwidth_Bps", bw, "pooled-memory bandwidth per device, B/s")
-    _put(t, "s_per_B_pool", 1.0 / bw, "s per pooled byte")
-    _put(t, "J_per_B_pool", e_bit * 8 * PICO, "J per pooled byte (adapter + switch + adapter)")
-    _put(t, "pool_capacity_B", app.pooled_capacity_TB * TB, "pooled capacity, B")
-    _put(t, "pool_ports_used", ports * sysm.devices, "appliance ports used by all devices")
-    _put(t, "pool_ports_available", app.modules * app.ports_per_module, "appliance ports")
-
-
 def check_hardware_references(inst: Instance, path: Path) -> None:
     """Catalog ids named by the hardware/system sections exist."""
     def wrap(fn, value, key):
@@ -490,6 +457,7 @@ def check_hardware_references(inst: Instance, path: Path) -> None:
             wrap(catalog.load_chip, cid, "hardware.decisions.chip")
     if inst.system.appliance:
         wrap(catalog.load_appliance, inst.system.appliance, "system.appliance")
+    appliances.check_decisions(inst, path)
     power_cap.check_limits(inst, path)
     for key in ("scale_up", "scale_out"):
         val = getattr(inst.system, key)

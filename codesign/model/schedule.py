@@ -363,6 +363,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache
     weights_all = body * wb + (pc.embedding + pc.lm_head) * eb
     f["memory_pool_B"] = weights_all * (1 - w_local) + devices * kv_dev * (1 - kv_local)
+    # its two parts: the weights (stored once per copy, model/appliances.py) and the KV cache
+    f["memory_pool_weights_B"], f["memory_pool_kv_B"] = weights_all * (1 - w_local), devices * kv_dev * (1 - kv_local)
 
     # metric scale factors per phase (model.md §5)
     steps_decode = max(osl - 1, 0)

@@ -469,7 +469,7 @@ def build_factored(inst: Instance, *, check: bool = True, integer_pairs: bool = 
             lhs = lhs[np.isfinite(lhs) & (lhs > 0)]
             unit = _unit(float(np.median(lhs)) if len(lhs) else abs(c.rhs))
         elif c.name.startswith("memory-capacity"):
-            unit = _unit(float(comp.scheds[c.workload].column(c.form.linear[0].sched).max()))
+            unit = _unit(max(float(comp.scheds[c.workload].column(p.sched).max()) for p in c.form.linear))
         else:
             unit = _unit(base.get((c.workload, c.name), 1.0))
         if c.name in TEMPERATURE_ROWS:

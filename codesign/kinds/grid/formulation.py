@@ -417,13 +417,18 @@ def add_workload_constraints(comp: Compiled, cons: list[Constraint]) -> dict:
 
 
 def add_memory_capacity(comp: Compiled, c: Constraint) -> None:
-    """Σ_s m_s y_s <= Σ_h cap_h x_h   (linear in both one-hots; row ``<constraint name>``)."""
+    """Σ_s m_s y_s <= Σ_h cap_h x_h   (linear in both one-hots; row ``<constraint name>``): each
+    term's hardware factor is one number over the remaining designs. A factor that varies (the
+    copies of the pooled weights over several appliances, model/appliances.py) makes it a form."""
     st = comp.tables.scheds[c.workload]
     rows = comp.sched_rows[c.workload]
-    (p,) = c.form.linear
-    m = st.column(p.sched)[rows]
     cap = comp.tables.hw.column(c.rhs_hw)[comp.hw_rows]
     unit = _unit(float(cap.max()))
+    factors = [comp.tables.hw.column(p.hw)[comp.hw_rows] for p in c.form.linear]
+    if c.form.maxes or any(np.ptp(h) > 0 for h in factors):
+        add_form_upper(comp, c, unit)
+        return
+    m = sum(st.column(p.sched)[rows] * float(h[0]) for p, h in zip(c.form.linear, factors, strict=True))
     if comp.integer_grid:
         # whole MiB, rounded towards feasibility (a relaxation by < 2 MiB; the loop re-checks)
         unit = MEMORY_STEP_B

@@ -12,6 +12,7 @@ from typing import Any
 
 from codesign import catalog
 from codesign.kinds.grid.spec import Instance
+from codesign.model import appliances
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,40 @@ class Lint:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _port_lints(inst: Instance, app: Any) -> list[Lint]:
+    """``appliance-ports-exhausted`` when no design of the instance's appliance decisions fits the
+    ports (appliance count, pool ports, layout, uplinks: model/appliances.py), with the least
+    appliance count that would; a warning where the shared layout's scenario-assumed links enter."""
+    dom = {d.name: d.domain for d in inst.hardware_decisions}
+    get = {k: dom.get(k, (appliances.DEFAULTS.get(k, 1),)) for k in ("appliances", "pool_ports", "pool_layout", "uplink_ports")}
+    available = app.modules * app.ports_per_module
+    devices = inst.system.devices
+    used = min(float(appliances.ports_used(devices, n, p, lay == "shared", up))
+               for n in get["appliances"] for p in get["pool_ports"] for lay in get["pool_layout"] for up in get["uplink_ports"])
+    out: list[Lint] = []
+    if used > available:
+        p, most = min(get["pool_ports"]), max(get["appliances"])
+        need = next(n for n in range(1, devices + 1) if devices % n == 0 and devices // n * p <= available) \
+            if p <= available else None
+        fix = (f"decide at least {need} appliances (hardware.decisions.appliances, a divisor of {devices})"
+               if need else f"one device's {p} ports exceed an appliance's")
+        out.append(Lint(
+            "appliance-ports-exhausted", "error",
+            f"{devices} devices x {p} port(s) over {most} appliance(s) = {devices * p / most:g} ports on each "
+            f"appliance, but an appliance has {available}: {fix}",
+            {"ports_needed": devices * p / most, "ports_available": available, "appliances_needed": need or 0},
+        ))
+    if "shared" in get["pool_layout"] and max(get["appliances"]) > 1:
+        out.append(Lint(
+            "appliance-links-assumed", "warning",
+            "pool_layout 'shared' joins the appliances through a tier-2 switch of the same catalog entry over "
+            "uplink_ports: no public figure for an appliance-to-appliance link exists in the cited sources, so "
+            "its bandwidth (a port's per uplink) and energy (two more switches: the tier-2's and the other appliance's) are a scenario assumption",
+            {"appliances": max(get["appliances"]), "port_GBps": app.port_bandwidth_GBps},
+        ))
+    return out
 
 
 def lint(inst: Instance) -> list[Lint]:
@@ -46,14 +81,15 @@ def lint(inst: Instance) -> list[Lint]:
                     f"({assumed / carry:.1f}x more than the ports deliver)",
                     {"assumed_GBps": assumed, "ports": max_ports, "port_GBps": port, "ports_carry_GBps": carry},
                 ))
-            total = assumed * sysm.devices
+            per = sysm.devices // max(next((d.domain for d in inst.hardware_decisions if d.name == "appliances"), (1,)))
+            total = assumed * per
             if total > switch:
                 out.append(Lint(
                     "pooled-bandwidth-exceeds-switch", "error",
-                    f"{sysm.devices} devices x {assumed:,.0f} GB/s = {total:,.0f} GB/s exceeds the "
+                    f"{per} devices{' on one appliance' if per < sysm.devices else ''} x {assumed:,.0f} GB/s = {total:,.0f} GB/s exceeds the "
                     f"appliance's {app.switching_capacity_Tbps:g} Tbps switching capacity "
                     f"({switch:,.0f} GB/s; {total / switch:.1f}x)",
-                    {"devices": sysm.devices, "assumed_GBps": assumed, "total_GBps": total, "switch_GBps": switch},
+                    {"devices": per, "assumed_GBps": assumed, "total_GBps": total, "switch_GBps": switch},
                 ))
             if assumed > switch:
                 out.append(Lint(
@@ -62,15 +98,7 @@ def lint(inst: Instance) -> list[Lint]:
                     f"appliance switches ({switch:,.0f} GB/s)",
                     {"assumed_GBps": assumed, "switch_GBps": switch},
                 ))
-        available = app.modules * app.ports_per_module
-        need = sysm.devices * min(ports_dom)
-        if need > available:
-            out.append(Lint(
-                "appliance-ports-exhausted", "error",
-                f"{sysm.devices} devices x {min(ports_dom)} port(s) = {need} ports, but the appliance "
-                f"has {available}",
-                {"ports_needed": need, "ports_available": available},
-            ))
+        out.extend(_port_lints(inst, app))
     if sysm.scale_up_domain > sysm.devices:
         out.append(Lint(
             "scale-up-domain-larger-than-system", "warning",

@@ -60,6 +60,9 @@ HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
         "chip": str,  # a chip id from the catalog
         "power_limit_fraction": float,  # power cap (nvidia-smi -pl) / TDP, only where given (model/power_cap.py)
         "pool_ports": int,  # appliance ports (modules) each device attaches to
+        "appliances": int,  # pooled-memory appliances the devices spread over (model/appliances.py)
+        "pool_layout": str,  # "replicated" (a copy per appliance) | "shared" (one copy over all)
+        "uplink_ports": int,  # ports of each appliance to the tier-2 switch joining them (shared)
     },
 }
 
@@ -454,10 +457,7 @@ def _load_raw(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         ) from None
     base = _load_raw(parent_path, (*seen, path))
     base.pop("baseline", None) if "baseline" in data else None
-    # Arrays of tables (workloads) replace rather than merge, unless the child gives a table
-    # `workload_overrides` — kept simple: a child that lists workloads replaces them.
-    merged = _deep_merge(base, data)
-    return merged
+    return _deep_merge(base, data)  # a child that lists workloads replaces them (arrays of tables do not merge)
 
 
 def load_instance(name_or_path: str, *, calibration: CalibrationSet | None = None) -> Instance:

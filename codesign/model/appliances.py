@@ -1,4 +1,4 @@
-"""Several pooled-memory appliances (model.md §3.2a): appliance count, data layout, uplinks.
+"""Several pooled-memory appliances (model.md §3.2, eqs. 3.10d-3.10g): appliance count, data layout, uplinks.
 
 A system of D devices may attach to N appliances (the hardware decision ``appliances``, N | D):
 each appliance serves k = D/N devices, each over ``pool_ports`` of its ports. Where the pooled data
@@ -18,7 +18,7 @@ so its ports, port bandwidth and switching capacity are the catalog's, and a rem
 adapter + switch + tier-2 switch + switch + adapter (the paper's E = E_src + ΣE_switch + E_dst with
 three switches). With N = 1 both layouts are the single appliance of eq. 3.10.
 
-Per device, with port bandwidth P, switching capacity S, p pool ports, L uplink ports (eq. 3.10a):
+Per device, with port bandwidth P, switching capacity S, p pool ports, L uplink ports (eq. 3.10d):
 
     b = min( p·P,  S / (k·(1 + r)),  L·P / (k·r),  S / (D·r) )      (the last two only when r > 0)
 
@@ -75,7 +75,7 @@ def ports_used(devices: int, appliances: Any, ports: Any, shared: Any, uplinks: 
 
 def device_bandwidth_Bps(devices: int, appliances: Any, ports: Any, shared: Any, uplinks: Any,
                          port_Bps: float, switch_Bps: float) -> np.ndarray:
-    """Pooled bandwidth per device (eq. 3.10a, module docstring)."""
+    """Pooled bandwidth per device (eq. 3.10d, module docstring)."""
     n = np.asarray(appliances, dtype=float)
     k = devices / n
     r = remote_share(n, shared)

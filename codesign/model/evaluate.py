@@ -184,7 +184,7 @@ def workload_forms(sched: ScheduleTable, prec: str) -> dict[str, Form]:
     forms["time_per_token_s"] = tpt
     forms["energy_per_token_J"] = energy
     forms["memory_local_B"] = Form((Product("memory_local", "memory_local_B", "one"),))
-    # the pooled weights once per copy (one per appliance when replicated, eq. 3.10a), the KV cache once
+    # the pooled weights once per copy (one per appliance when replicated, eq. 3.10f), the KV cache once
     forms["memory_pool_B"] = Form((Product("memory_pool_weights", "memory_pool_weights_B", "pool_copies"),
                                    Product("memory_pool_kv", "memory_pool_kv_B", "one")))
     return forms

@@ -144,3 +144,19 @@ def test_brute_force_equals_the_mip_under_an_appliance_budget(brute) -> None:
     sol = solve(p, solver="highs")
     assert sol.design["appliances"] <= 2
     assert sol.objective == pytest.approx(best.objective, rel=1e-6)
+
+
+def test_the_128_gpu_instance_is_at_least_16_pods_of_the_8_gpu_optimum(named) -> None:
+    """16 appliances x 8 GPUs (2 ports, replicated) is the 8-GPU pod of pf-llama405b-consistent 16
+    times over (same bandwidth min(1,800, 14,375/8), no cross-appliance byte), so the 128-GPU optimum
+    is at least 16 x the pod's; both solvers prove the same optimum; the GPU-only optimum (nothing
+    pooled) is the best baseline."""
+    pod = solve(named("pf-llama405b-consistent"), solver="highs").objective
+    p = named("pf-llama405b-128gpu")
+    highs, cpsat = solve(p, solver="highs"), solve(p, solver="cpsat")
+    assert highs.status == cpsat.status == "optimal"
+    assert highs.objective == pytest.approx(cpsat.objective, rel=1e-6)
+    assert highs.objective >= 16 * pod * (1 - 1e-9)
+    gpu_only = solve(p.with_budgets(["memory_pool_B <= 0"]), solver="highs")
+    assert gpu_only.objective < highs.objective
+    assert gpu_only.design["weights_tier"] == gpu_only.design["kv_tier"] == "local"

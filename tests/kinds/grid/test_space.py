@@ -14,6 +14,8 @@ fixed value):
     dgx-llama70b-chip-choice   chip 3 x pool_ports 1; tp 4 x pp 4 x batch 8 = 128           -> 384
     dgx-qwen3-235b-attention-dp  chip 3; tp 4 x pp 2 x ep 4 x attention_dp 2 x batch 7 = 448  -> 1,344
     pf-*                       pool_ports 2; tp 4 x pp 4 x batch 6 x weights 2 x kv 2 = 384 -> 768
+    pf-llama405b-128gpu(-paper)  pool_ports 2 x appliances 4 x pool_layout 2 x uplink_ports 2 = 32;
+                               tp 5 x pp 5 x batch 6 x weights 2 x kv 2 = 600              -> 19,200
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ HAND_SIZES = {
     "pf-llama405b-paper": 2 * 384,
     "pf-dense1t-consistent": 2 * 384,
     "pf-dense1t-paper": 2 * 384,
+    "pf-llama405b-128gpu": 32 * 600,
+    "pf-llama405b-128gpu-paper": 32 * 600,
 }
 NAMED = list_instances()
 

@@ -62,7 +62,11 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
                 "output_tokens": row.osl,
                 **({} if row.engine_max_tokens is None else {"max_tokens_per_iteration": row.engine_max_tokens}),
                 "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)],
-                              **({"attention_dp": [True]} if row.attention_dp_on else {})},
+                              **({"attention_dp": [True]} if row.attention_dp_on else {}),
+                              # TensorRT-LLM 1.0 sends MoE tokens by all-to-all only over multi-node
+                              # NVLink (CutlassFusedMoE.enable_alltoall: MnnvlMemory.supports_mnnvl());
+                              # the measured systems have none, so they gather (model.md eq. 4.6a)
+                              **({"ep_all_to_all": [False]} if row.ep > 1 else {})},
             }
         ],
     }
@@ -111,7 +115,7 @@ def skip_reason(row: Row) -> str | None:
         return (f"concurrency {row.concurrency} over dp = {row.dp} does not split evenly over tp x pp = "
                 f"{row.batch_step} attention-DP shares (unequal shares are not modelled)")
     probe = {"tp": row.tp, "pp": row.pp, "ep": row.ep, "batch": row.batch_step, "weights_tier": "local",
-             "kv_tier": "local", "attention_dp": row.attention_dp_on}
+             "kv_tier": "local", "attention_dp": row.attention_dp_on, "ep_all_to_all": False}
     why = structural_reason(w, None, row.num_gpus, False, probe, chip.scale_up_domain_size)  # type: ignore[arg-type]
     if why:
         return f"layout not supported by the model: {why}"

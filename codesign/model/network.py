@@ -52,7 +52,30 @@ def all_to_all(n: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarr
     return (n - 1.0) / n * _f(message_B), n - 1.0
 
 
-def _hierarchical(ring, n: ArrayLike, domain: int, message_B: ArrayLike) -> Traffic:
+def expert_all_to_all(ep: ArrayLike, domain: int, selections: ArrayLike, selection_B: float) -> Traffic:
+    """Per-device traffic of one expert-parallel all-to-all (a dispatch, or the combine back) over
+    ``ep`` ranks placed contiguously in scale-up domains of ``domain`` devices, under balanced
+    routing (model.md eq. 3.16a; placement.md P5 with every device's load k/ep).
+
+    Each rank sends ``selections`` (its tokens x top-k) vectors of ``selection_B`` bytes, one per
+    (token, selected expert); a selection lands on each of the ep ranks with probability 1/ep, so
+    min(ep, d) - 1 of ep go to the rank's own domain (scale-up), ep - min(ep, d) of ep to other
+    domains (scale-out) and 1/ep stays; under balance each rank receives as much as it sends. All
+    sends are posted at once: one link latency, on scale-out if the group spans domains (as
+    placement's a2a latency), else on scale-up; none at ep = 1."""
+    ep = _f(ep)
+    sent = _f(selections) * selection_B
+    inside = np.minimum(ep, domain)
+    spans = ep > domain
+    return Traffic(
+        sent * (inside - 1.0) / ep,
+        ((ep > 1.0) & ~spans).astype(float),
+        sent * (ep - inside) / ep,
+        spans.astype(float),
+    )
+
+
+def _hierarchical(ring, n: ArrayLike, domain: ArrayLike, message_B: ArrayLike) -> Traffic:
     """A ring collective over n devices placed contiguously in scale-up domains of ``domain``:
     inside each domain over min(n, d) devices on scale-up with the whole message, across the
     max(n/d, 1) domains on scale-out with the M/d block each device holds."""
@@ -65,7 +88,7 @@ def _hierarchical(ring, n: ArrayLike, domain: int, message_B: ArrayLike) -> Traf
     return Traffic(up_b, up_s, out_b, out_s)
 
 
-def hierarchical_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> Traffic:
+def hierarchical_allreduce(n: ArrayLike, domain: ArrayLike, message_B: ArrayLike) -> Traffic:
     """All-reduce over n devices placed contiguously in scale-up domains of ``domain`` devices.
 
     n <= domain: one ring on scale-up links. n > domain (n a multiple of domain): reduce-scatter
@@ -109,7 +132,7 @@ IN_SWITCH_MIN_RANKS = 5
 IN_SWITCH_BYTES_PER_MESSAGE_BYTE = 0.82 / 0.61
 
 
-def in_switch_allreduce(n: ArrayLike, domain: int, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def in_switch_allreduce(n: ArrayLike, domain: ArrayLike, message_B: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """An all-reduce the scale-up switches reduce (eq. 3.17a): (ring-equivalent bytes per device,
     bytes each device moves per direction).
 

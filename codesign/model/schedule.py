@@ -133,6 +133,8 @@ def structural_reason(
         return "a pooled tier needs `system.appliance`"
     if adp and tp == 1:
         return "attention DP needs tp > 1 (at tp = 1 it is the plain layout)"
+    if s.get("ep_all_to_all") and ep == 1:
+        return "an expert-parallel all-to-all needs ep > 1"
     if adp and batch % (tp * pp):
         return f"batch {batch} is not a multiple of tp x pp = {tp * pp} (attention DP: one share per rank and micro-batch)"
     return None
@@ -228,6 +230,19 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     frac = layers_stage / w.num_layers
     # MoE layers of the slowest stage (their share of its layers)
     moe_stage = w.moe_layers * frac
+    # expert parallelism (eq. 4.6a): the EP group of ep ranks (contiguous inside the TP group,
+    # TensorRT-LLM's moe_ep_rank = tp_rank % moe_ep_size) sends each token to its top-k experts by
+    # all-to-all where that moves fewer bytes than gathering every token on every rank (ep > k);
+    # the moe_tp = tp / ep ranks that share an expert (stride ep) then keep a collective of the
+    # EP rank's 1/ep of the tokens, over max(d / ep, 1) of them per scale-up domain
+    ep = d["ep"].astype(float)
+    top_k = 0 if w.moe is None else w.moe.top_k
+    if "ep_all_to_all" in d:  # the instance decides the dataflow (true needs ep > 1, eq. 1.5)
+        a2a = np.asarray(d["ep_all_to_all"], dtype=float)
+    else:
+        a2a = ((ep > top_k) & (ep > 1)).astype(float)
+    moe_tp = tp / ep
+    moe_tp_domain = np.maximum(domain / ep, 1.0)
     w_local = (d["weights_tier"] == "local").astype(float)
     kv_local = (d["kv_tier"] == "local").astype(float)
     # attention DP partitions the KV cache by sequence: every rank holds 1/TP of it, none twice
@@ -286,6 +301,16 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # reduce-scatter after each MoE block instead (the bytes and steps of one all-reduce), and
         # none around a dense layer, which is data-parallel end to end
         per_layer = ((1.0 - adp) * 2.0 * layers_stage + adp * moe_stage) * (tp > 1)
+        # expert parallelism by all-to-all (eq. 4.6a): in each MoE layer the MoE block's TP
+        # collective becomes the same collective over the moe_tp ranks of an expert, of the EP
+        # rank's 1/ep of the message, plus a dispatch and a combine over the EP group (each rank's
+        # T/ep tokens x k selections of one 16-bit hidden vector)
+        per_layer = per_layer - a2a * moe_stage
+        per_layer_mt = a2a * moe_stage * (moe_tp > 1)
+        ar_mt = network.hierarchical_allreduce(moe_tp, moe_tp_domain, message / ep)
+        ar_mt_timed, ar_mt_moved = network.in_switch_allreduce(moe_tp, moe_tp_domain, message / ep)
+        a2a_calls = 2.0 * a2a * moe_stage
+        alltoall = network.expert_all_to_all(ep, domain, micro * new / ep * top_k, w.hidden_size * ACTIVATION_BYTES)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
@@ -302,20 +327,25 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_kv_local"] = kv_b * kv_local
         f[f"{phase}.bytes_act_replicated_local"] = act_rep * frac
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
-        others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B
-        f[f"{phase}.bytes_scale_up"] = per_layer * ar.scale_up_B + others_up
+        others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B + a2a_calls * alltoall.scale_up_B
+        ring_up = per_layer * ar.scale_up_B + per_layer_mt * ar_mt.scale_up_B
+        f[f"{phase}.bytes_scale_up"] = ring_up + others_up
         # the TP collectives' ring bytes where the ring crosses a two-socket server's CPU sockets
-        # (eq. 3.17b): charged again at the chip's extra time per byte across them
-        f[f"{phase}.bytes_scale_up_cross"] = crossing * (per_layer * ar.scale_up_B + has_tp * logits.scale_up_B)
+        # (eq. 3.17b): charged again at the chip's extra time per byte across them (a moe_tp ring,
+        # stride ep over the TP group, crosses them where the TP group's does)
+        f[f"{phase}.bytes_scale_up_cross"] = crossing * (ring_up + has_tp * logits.scale_up_B)
         # on links whose switches reduce (interconnect in_switch_reduction, eq. 4.9b)
-        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + others_up
-        f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + others_up
-        f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + has_tp * logits.scale_up_steps
-                                        + has_p2p * p2p.scale_up_steps)
-        f[f"{phase}.bytes_scale_out"] = (per_layer * ar.scale_out_B + has_tp * logits.scale_out_B
-                                         + has_p2p * p2p.scale_out_B)
-        f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + has_tp * logits.scale_out_steps
-                                         + has_p2p * p2p.scale_out_steps)
+        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + per_layer_mt * ar_mt_timed + others_up
+        f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + per_layer_mt * ar_mt_moved + others_up
+        f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + per_layer_mt * ar_mt.scale_up_steps
+                                        + has_tp * logits.scale_up_steps + has_p2p * p2p.scale_up_steps
+                                        + a2a_calls * alltoall.scale_up_steps)
+        f[f"{phase}.bytes_scale_out"] = (per_layer * ar.scale_out_B + per_layer_mt * ar_mt.scale_out_B
+                                         + has_tp * logits.scale_out_B + has_p2p * p2p.scale_out_B
+                                         + a2a_calls * alltoall.scale_out_B)
+        f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + per_layer_mt * ar_mt.scale_out_steps
+                                         + has_tp * logits.scale_out_steps + has_p2p * p2p.scale_out_steps
+                                         + a2a_calls * alltoall.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
         # sequences of the stage step on one rank's host (each handled once per step, eq. 5.3);
         # attention DP: each rank schedules and samples only its own share
@@ -324,7 +354,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # ring steps of the step's TP collectives (eq. 4.10a): 2(n-1) per all-reduce (two per
         # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
         # ranks hand a block on and pass a flag barrier, whatever the message size
+        # (the all-to-alls post all their sends at once and have no ring steps, as in placement P7)
         f[f"{phase}.collective_steps"] = (per_layer * (ar.scale_up_steps + ar.scale_out_steps)
+                                          + per_layer_mt * (ar_mt.scale_up_steps + ar_mt.scale_out_steps)
                                           + has_tp * (logits.scale_up_steps + logits.scale_out_steps))
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)

@@ -40,11 +40,11 @@ SCHEDULE_DECISIONS: dict[str, type] = {
     "batch": int,  # sequences in flight per model replica
     "weights_tier": str,  # "local" | "pooled": where the weights live
     "kv_tier": str,  # "local" | "pooled": where the KV cache lives
-    "attention_dp": bool,  # attention data-parallel over the TP group (model.md §4.8); optional
+    "attention_dp": bool, "ep_all_to_all": bool,  # optional: attention DP (model.md §4.8), eq. 4.6a
 }
 #: schedule decisions that exist only where a workload gives them a domain (older instances, their
 #: stored designs and the formulations stay as they were)
-OPTIONAL_SCHEDULE_DECISIONS = ("attention_dp",)
+OPTIONAL_SCHEDULE_DECISIONS = ("attention_dp", "ep_all_to_all")
 
 #: Hardware decisions (shared by every workload) per hardware family.
 HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
@@ -298,7 +298,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "batch": 1,
     "weights_tier": "local",
     "kv_tier": "local",
-    "attention_dp": False,
+    "attention_dp": False, "ep_all_to_all": False,
 }
 
 

@@ -12,6 +12,7 @@ fixed value):
                                qwen30b 4x3x4x6 = 288, rag 5x4x6 = 120, mixtral 288, gpt-oss 288
                                8400 x 120 x 72 x 288 x 120 x 288 x 288 = 208,042,343,792,640,000
     dgx-llama70b-chip-choice   chip 3 x pool_ports 1; tp 4 x pp 4 x batch 8 = 128           -> 384
+    dgx-llama70b-power-cap     power_limit_fraction 8; tp 4 x pp 4 x batch 8 = 128          -> 1,024
     dgx-qwen3-235b-attention-dp  chip 3; tp 4 x pp 2 x ep 4 x attention_dp 2 x batch 7 = 448  -> 1,344
     pf-*                       pool_ports 2; tp 4 x pp 4 x batch 6 x weights 2 x kv 2 = 384 -> 768
     pf-llama405b-128gpu(-paper)  pool_ports 2 x appliances 4 x pool_layout 2 x uplink_ports 2 = 32;
@@ -35,6 +36,7 @@ HAND_SIZES = {
     "deepstack-qwen3-235b": 44_100 * 375,
     "deepstack-multi-workload": 8400 * 120 * 72 * 288 * 120 * 288 * 288,
     "dgx-llama70b-chip-choice": 3 * 128,
+    "dgx-llama70b-power-cap": 8 * 128,
     "dgx-qwen3-235b-attention-dp": 3 * 448,
     "pf-llama405b-consistent": 2 * 384,
     "pf-llama405b-paper": 2 * 384,

@@ -118,3 +118,31 @@ def test_deepstack_against_its_baseline_tile(cli_json, name, base_tile, best_vs_
         _figure(v, 4)
     _ratio(best / base["objective"], best_vs_best)
     _ratio(best / default["objective"], vs_default)
+
+
+@pytest.mark.parametrize("name", ["pf-train-paper", "pf-train-consistent"])
+def test_pf_training_data_movement_energy(cli_json, name):
+    """The least data-movement energy with the appliance against the best electrical-only design
+    (the kind's baseline), 30.3 % less under either bandwidth assumption."""
+    best = _optimum(cli_json, name, "--objective", "network_energy_per_step_J")
+    base = cli_json("evaluate", name)
+    paths = {base["design"][k] for k in ("tp_path", "dp_path", "pp_path")}
+    assert paths == {"electrical"}
+    electrical = base["metrics"]["network_energy_per_step_J"]
+    _figure(best, 4)
+    _figure(electrical, 4)
+    assert f"{(1 - best / electrical) * 100:.1f}" == "30.3"
+    _in_doc("**30.3 %** less")
+
+
+def test_pf_tiering_over_appliances(cli_json):
+    paper = _optimum(cli_json, "pf-llama405b-128gpu-paper")
+    consistent = _optimum(cli_json, "pf-llama405b-128gpu")
+    gpu_only = _optimum(cli_json, "pf-llama405b-128gpu", *NO_POOL)
+    assert _optimum(cli_json, "pf-llama405b-128gpu-paper", *NO_POOL) == pytest.approx(gpu_only, rel=1e-9)
+    default = cli_json("evaluate", "pf-llama405b-128gpu")["objective"]
+    for v in (paper, consistent, gpu_only, default):
+        _figure(v, 4)
+    _ratio(paper / gpu_only, "2.80")
+    _ratio(consistent / gpu_only, "1.54")
+    _ratio(consistent / default, "6.89")

@@ -34,7 +34,7 @@ def random_designs(pb, rng, count):
         yield make_design(pb, shards)
 
 
-@pytest.mark.parametrize("source", [TINY, WHOLE])
+@pytest.mark.parametrize("source", [TINY, WHOLE, "pf-dlrm-paper", "pf-dlrm-consistent"])
 def test_a_renumbered_twin_of_every_design_meets_every_row(source):
     p = load(source)
     pb = p.model

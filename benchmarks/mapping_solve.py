@@ -1,6 +1,6 @@
-"""Solve times of the mapping and placement instances: the named ones and a scaling series.
+"""Solve times of the mapping, placement, training and DLRM instances: the named ones and a mapping scaling series.
 
-For every named instance of kind "mapping" or "placement", and for generated pipeline-mapping
+For every named instance of kind "mapping", "placement", "training" or "dlrm", and for generated pipeline-mapping
 instances of growing size, records per solver (HiGHS, CP-SAT) the median over ``--repeats`` runs
 of build time, solve time and total time, with status, objective, bound and gap of each run, the
 design-space size, and (for tiny versions) the brute-force time over every design. Every solve is
@@ -37,7 +37,7 @@ from codesign.kinds import registry
 from codesign.kinds.mapping.generate import generate_mapping
 
 SOLVERS = ("highs", "cpsat")
-KINDS = ("mapping", "placement")
+KINDS = ("mapping", "placement", "training", "dlrm")
 
 #: the scaling series: (devices, modules, layers, ports) of generated 405B pipeline mappings
 SERIES = [(2, 2, 8, 1), (4, 4, 16, 1), (8, 8, 32, 1), (8, 8, 64, 1), (16, 16, 126, 1), (16, 16, 126, 2)]

@@ -64,6 +64,9 @@ def _opt(v: float | None, metric: str) -> str:
         return f"{v:,.2f} tok/s"
     if metric == "energy_per_token_J":
         return f"{v:.6g} J/token"
+    units = {"energy_per_step_J": "J/step", "samples_per_s": "samples/s", "network_energy_per_step_J": "J/step"}
+    if metric in units:
+        return f"{v:,.6g} {units[metric]}"
     return f"{v:.6g} {metric}"
 
 

@@ -8,9 +8,11 @@ linear streams; minimised, each maximum is an epigraph variable (``T_in``, ``T_l
 ``T_out`` >= every stream of its phase) and the optimum makes each equal to its largest stream:
 exact. Capacity rows are linear (in GiB).
 
-Symmetry breaking (dlrm.md §3): the GPUs are identical (GPU d owns hbm:d and host:d) and so are
-the modules, so every design maps, by permuting GPUs and modules, to one whose GPUs' gathered bytes
-are non-increasing in d and whose modules' are non-increasing in m: rows ``key[d] >= key[d+1]``.
+Added rows, each met by every design or by a renumbered twin of equal cost (dlrm.md §3.1-3.2):
+lower bounds on each phase's maximum (one table's share at one place; the mean of identical
+streams), shard counts bounded by capacity, and symmetry rows that number the identical GPUs (GPU
+d owns hbm:d and host:d) and the identical modules by the first table they hold
+(:func:`_symmetry`; :func:`canonical` renumbers a design so).
 
 Units inside the MIP: time in microseconds, energy in microjoules per sample, capacity in GiB.
 """

@@ -146,3 +146,16 @@ def test_pf_tiering_over_appliances(cli_json):
     _ratio(paper / gpu_only, "2.80")
     _ratio(consistent / gpu_only, "1.54")
     _ratio(consistent / default, "6.89")
+
+
+def test_pf_dlrm_pooling(cli_json):
+    """The appliance's DLRM optima against the instances' baseline, the proven best GPU-only design of
+    the same space (tests/kinds/dlrm/test_problem.py proves the baseline with both solvers)."""
+    paper = _optimum(cli_json, "pf-dlrm-paper")
+    consistent = _optimum(cli_json, "pf-dlrm-consistent")
+    gpu_only = cli_json("evaluate", "pf-dlrm-consistent")["objective"]
+    assert cli_json("evaluate", "pf-dlrm-paper")["objective"] == pytest.approx(gpu_only, rel=1e-12)
+    for v in (paper, consistent, gpu_only):
+        _figure(v, 0)
+    _ratio(paper / gpu_only, "3.16")
+    _ratio(consistent / gpu_only, "1.86")

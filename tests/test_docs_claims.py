@@ -1,5 +1,5 @@
 """docs/claims.md: the seed papers' headline claims beside codesign's proven optima. Runs the table's
-commands (each a proven solve of about a second) and checks every ratio the table states, to the two
+commands (each a proven solve of a few seconds at most) and checks every ratio the table states, to the two
 decimals it shows, and that the figures it copies are what the commands print."""
 
 from __future__ import annotations

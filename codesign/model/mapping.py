@@ -131,6 +131,9 @@ class MappingProblem:
     budgets: tuple[MappingBudget, ...] = ()
     #: static power of the appliance's lit optical ports (devices' and modules'), W
     hardware_static_W: float = 0.0
+    #: the devices' TDP (provisioned power), W, and its budget (``budgets.power_W``; None: none)
+    devices_tdp_W: float = 0.0
+    power_budget_W: float | None = None
 
     @property
     def stages(self) -> int:
@@ -155,7 +158,7 @@ class MappingProblem:
 def build_problem(inst) -> MappingProblem:
     """Derive the numbers of a mapping instance (:class:`codesign.kinds.mapping.spec.MappingInstance`)."""
     s = inst.spec
-    if any(isinstance(v, list) for v in [*(g.pool_ports for g in s.devices), s.appliance and s.appliance.modules]):
+    if any(isinstance(v, list) for v in [*(x for g in s.devices for x in (g.pool_ports, g.chip)), s.appliance and s.appliance.modules]):
         raise ValueError(f"{inst.name} decides its hardware: build the problem of one hardware design "
                          "(codesign.kinds.mapping.joint.instance_at)")
     w = load_workload(s.workload.workload)
@@ -256,6 +259,8 @@ def build_problem(inst) -> MappingProblem:
         budgets=tuple(parse_mapping_budget(b.expr, name=b.name, source="budgets.custom") for b in s.budgets.custom),
         hardware_static_W=0.0 if s.appliance is None else (s.appliance.port_static_power_W or 0.0) * (
             sum(x.ports for x in devices) + pool.module_ports),
+        devices_tdp_W=sum(g.count * catalog.load_chip(g.chip).tdp_W for g in s.devices),
+        power_budget_W=s.budgets.power_W,
     )
 
 
@@ -448,6 +453,7 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
     pool_cap = np.array([t.capacity_B if t.kind == "pool" else np.inf for t in p.tiers])
     cap_ok &= np.all(pool_used <= pool_cap * tol, axis=1)
     budget_ok = np.ones(N, dtype=bool) if p.tpot_budget_s is None else D * period <= p.tpot_budget_s * tol
+    budget_ok &= p.power_budget_W is None or p.devices_tdp_W + p.hardware_static_W <= p.power_budget_W * tol
 
     pool_J = np.array([t.J_per_B if t.kind == "pool" else 0.0 for t in p.tiers])
     dyn = (
@@ -543,6 +549,8 @@ def evaluate_mapping(p: MappingProblem, design: MappingDesign) -> MappingEvaluat
     D = p.stages
     if p.tpot_budget_s is not None and D * period > p.tpot_budget_s * tol:
         v.append(f"tpot {D * period:.6g} s > budget {p.tpot_budget_s:.6g} s")
+    if p.power_budget_W is not None and (w := p.devices_tdp_W + p.hardware_static_W) > p.power_budget_W * tol:
+        v.append(f"provisioned power {w:.6g} W (TDP + lit ports) > budget {p.power_budget_W:.6g} W")
     for b in p.budgets:
         if not b.holds(lhs := float(b.lhs(a.period_s, a.energy_per_token_J, D, p.micro_batch)[0])):
             v.append(f"budget {b.name} ({b.text}): {lhs:.6g} > {b.rhs:.6g}")

@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from codesign.kinds.mapping.chips import Affine, ChipOptions, DeviceTerms
 from codesign.mip.program import MIP
-from codesign.model.mapping import FEASIBILITY_RTOL, MappingDesign, MappingProblem, evaluate_mapping
+from codesign.model.mapping import (
+    FEASIBILITY_RTOL,
+    Device,
+    MappingDesign,
+    MappingProblem,
+    evaluate_mapping,
+)
 from codesign.model.mapping_budgets import BUDGET_RTOL, MappingBudget
 
 TIME_UNIT_S = 1e-6
@@ -146,10 +153,12 @@ def time_cap_s(p: MappingProblem) -> float:
     return min(generic, cap * (1 + CUTOFF_MARGIN))
 
 
-def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s: float | None = None) -> MappingMIP:
+def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s: float | None = None,
+                  chips: ChipOptions | None = None) -> MappingMIP:
     """The MIP of ``p``; ``extend`` adds rows over the attachment and the period and returns terms of
     the energy per token (joint hardware: :mod:`codesign.kinds.mapping.joint`); ``t_cap_s`` replaces
-    :func:`time_cap_s` as the bound on the period."""
+    :func:`time_cap_s` as the bound on the period; ``chips`` makes each device's chip a decision
+    (:mod:`codesign.kinds.mapping.chips`; its devices' static power is then ``extend``'s)."""
     mip = MIP(name=f"mapping-{p.inst.name}")
     D, L, lay = p.stages, p.layers, p.layer
     nmax = L - D + 1
@@ -233,8 +242,9 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
         return idx, val
 
     pool_by_module = {j: [t for t in pooled if p.tiers[t].module == j] for j in range(p.modules)}
+    terms = DeviceTerms(mip, p, chips)
     for d in range(D):
-        dev = p.devices[d]
+        dev = p.devices[d]  # its chip-independent figures (ports, host capacity)
         first, last = d == 0, d == D - 1
         M = mip.add_var(f"M[{d}]", 0.0, t_ub)
         # local stream
@@ -242,10 +252,15 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
         if lay.act_B:  # activations of every layer on the device, whatever tier holds it
             idx, val = [n[d], *idx], [lay.act_B, *val]
         const = (p.first_read_B if first else 0.0) + (p.last_read_B if last else 0.0)
-        mip.add_row(f"local[{d}]", [M, *idx], [1.0] + [-dev.s_per_B_local / tau * v for v in val], lb=dev.s_per_B_local * const / tau)
+
+        def scaled(per_B: str, idx=idx, val=val, const=const) -> Callable[[Device], Affine]:
+            return lambda dv: (idx, [getattr(dv, per_B) / tau * v for v in val], getattr(dv, per_B) * const / tau)
+        e_idx, e_val, e_c = terms.expr(d, scaled("s_per_B_local"))
+        mip.add_row(f"local[{d}]", [M, *e_idx], [1.0] + [-v for v in e_val], lb=e_c)
         idx, val = read_terms(d, [hi])
         if idx:
-            mip.add_row(f"host[{d}]", [M, *idx], [1.0] + [-dev.s_per_B_host / tau * v for v in val], lb=0)
+            e_idx, e_val, _ = terms.expr(d, scaled("s_per_B_host", idx, val, 0.0))
+            mip.add_row(f"host[{d}]", [M, *e_idx], [1.0] + [-v for v in e_val], lb=0)
         if p.paper_mode:
             idx, val = read_terms(d, pooled)
             if idx:
@@ -262,17 +277,33 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
             if every_idx:
                 # valid cut: data sits on at most `ports` attached modules, each link <= M
                 mip.add_row(f"links[{d}]", [M, *every_idx], [float(dev.ports)] + [-v / p.port_Bps / tau for v in every_val], lb=0)
+
         # compute (µs) = c1·n + c0
-        c1 = (lay.flops * dev.s_per_flop + dev.s_per_layer) / tau
-        c0 = (p.last_flops * dev.s_per_flop / tau) if last else 0.0
-        sigma = dev.stream_overlap
-        if sigma == 0.0:
-            mip.add_row(f"stage[{d}]", [T, n[d], M], [1.0, -c1, -1.0], lb=c0)
-        else:
-            U = mip.add_var(f"U[{d}]", 0.0, t_ub)
-            mip.add_row(f"U-compute[{d}]", [U, n[d]], [1.0, -c1], lb=c0)
-            mip.add_row(f"U-memory[{d}]", [U, M], [1.0, -1.0], lb=0)
-            mip.add_row(f"stage[{d}]", [T, n[d], M, U], [1.0, -(1 - sigma) * c1, -(1 - sigma), -sigma], lb=(1 - sigma) * c0)
+        def compute(x: Device, d=d, last=last) -> Affine:
+            return [n[d]], [(lay.flops * x.s_per_flop + x.s_per_layer) / tau], (p.last_flops * x.s_per_flop / tau) if last else 0.0
+        opts = terms.options(d)
+        if not any(x.stream_overlap for x in opts):
+            e_idx, e_val, e_c = terms.expr(d, compute)
+            mip.add_row(f"stage[{d}]", [T, *e_idx, M], [1.0, *(-v for v in e_val), -1.0], lb=e_c)
+        else:  # per chip k: (1 − σ_k)(compute_k + M_k) + σ_k·U_k, U_k >= compute_k, M_k
+            Ms = [M] if len(opts) == 1 else terms.split(d, M)
+            s_idx, s_val, s_lb = [T], [1.0], 0.0
+            for k, x in enumerate(opts):
+                c_idx, c_val, c0 = terms.part(d, k, compute)
+                sigma = x.stream_overlap
+                tag = "" if len(opts) == 1 else f"@{k}"
+                if sigma == 0.0:
+                    s_idx += [*c_idx, Ms[k]]
+                    s_val += [*(-v for v in c_val), -1.0]
+                    s_lb += c0
+                    continue
+                U = mip.add_var(f"U[{d}]{tag}", 0.0, t_ub)
+                mip.add_row(f"U-compute[{d}]{tag}", [U, *c_idx], [1.0, *(-v for v in c_val)], lb=c0)
+                mip.add_row(f"U-memory[{d}]{tag}", [U, Ms[k]], [1.0, -1.0], lb=0)
+                s_idx += [*c_idx, Ms[k], U]
+                s_val += [*(-(1 - sigma) * v for v in c_val), -(1 - sigma), -sigma]
+                s_lb += (1 - sigma) * c0
+            mip.add_row(f"stage[{d}]", s_idx, s_val, lb=s_lb)
         # capacity (GB)
         idx, val = [], []
         if (d, li) in cw:
@@ -282,11 +313,13 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
             idx.append(ck[d, li])
             val.append(lay.kv_store_B / BYTE_UNIT)
         fixed = ((p.first_store_B if first else 0.0) + (p.last_store_B if last else 0.0)) / BYTE_UNIT
-        # limits carry the model's feasibility tolerance (it accepts up to RELAX x the limit)
-        cap_local = dev.local_capacity_B * RELAX / BYTE_UNIT
-        if idx:
-            mip.add_row(f"capacity-local[{d}]", idx, val, ub=cap_local - fixed)
-        elif fixed > cap_local:
+        # Σ stored − (room − fixed) <= 0; the room carries the model's feasibility tolerance
+        # (it accepts up to RELAX x the limit)
+        e_idx, e_val, e_c = terms.expr(d, lambda x, idx=idx, val=val, fixed=fixed: (
+            idx, val, fixed - x.local_capacity_B * RELAX / BYTE_UNIT))
+        if e_idx:
+            mip.add_row(f"capacity-local[{d}]", e_idx, e_val, ub=-e_c)
+        elif e_c > 0:
             mip.add_row(f"capacity-local[{d}]", [n[d]], [1.0], ub=0.0)  # infeasible (n >= 1): embedding/head alone do not fit
         idx, val = [], []
         if (d, hi) in cw:
@@ -324,8 +357,10 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
             mip.add_row("switch", [T, *all_idx], [1.0] + [-v / p.switch_Bps / tau for v in all_val], lb=0)
     if p.tpot_budget_s is not None:
         mip.add_row("tpot", [T], [float(D)], ub=p.tpot_budget_s * RELAX / tau)
+    if p.power_budget_W is not None and p.devices_tdp_W + p.hardware_static_W > p.power_budget_W * RELAX:
+        mip.add_row("power", [n[0]], [1.0], ub=0.0)  # infeasible (n >= 1): the hardware is over its power budget
 
-    energy = _energy_per_token(p, n, cw, ck, T)
+    energy = _energy_per_token(p, terms, n, cw, ck, T)
     if extend is not None:
         e_idx, e_val = extend(mip, a, T, t_ub)
         energy = (energy[0] + e_idx, energy[1] + e_val, energy[2])
@@ -342,7 +377,7 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
     return MappingMIP(mip, p, n, cw, ck, a, T, unit, mip.stats())
 
 
-def _energy_per_token(p: MappingProblem, n: list[int], cw: dict, ck: dict, T: int) -> tuple[list[int], list[float], float]:
+def _energy_per_token(p: MappingProblem, terms: DeviceTerms, n: list[int], cw: dict, ck: dict, T: int) -> Affine:
     """Energy per token in J as (variables, coefficients, constant): the model's dynamic energy of
     a period (linear in the counts) plus the static power of every device x T, over m."""
     lay, D = p.layer, p.stages
@@ -352,21 +387,27 @@ def _energy_per_token(p: MappingProblem, n: list[int], cw: dict, ck: dict, T: in
     val: list[float] = []
     const = 0.0
     for d in range(D):
-        dev = p.devices[d]
-        idx.append(n[d])
-        val.append(lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local)
-        if d == D - 1:
-            const += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
-        if d == 0:
-            const += p.first_read_B * dev.J_per_B_local
-        for t in [li, hi, *pooled]:
-            e = dev.J_per_B_local if t == li else dev.J_per_B_host if t == hi else p.tiers[t].J_per_B
-            if (d, t) in cw:
-                idx.append(cw[d, t])
-                val.append(lay.w_read_B * e)
-            if (d, t) in ck:
-                idx.append(ck[d, t])
-                val.append(lay.kv_read_B * e)
+        def dynamic(dev: Device, d: int = d) -> Affine:
+            i_: list[int] = [n[d]]
+            v_: list[float] = [lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local]
+            c = 0.0
+            if d == D - 1:
+                c += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
+            if d == 0:
+                c += p.first_read_B * dev.J_per_B_local
+            for t in [li, hi, *pooled]:
+                e = dev.J_per_B_local if t == li else dev.J_per_B_host if t == hi else p.tiers[t].J_per_B
+                if (d, t) in cw:
+                    i_.append(cw[d, t])
+                    v_.append(lay.w_read_B * e)
+                if (d, t) in ck:
+                    i_.append(ck[d, t])
+                    v_.append(lay.kv_read_B * e)
+            return i_, v_, c
+        e_idx, e_val, e_c = terms.expr(d, dynamic)
+        idx += e_idx
+        val += e_val
+        const += e_c
     idx.append(T)
     val.append((sum(x.static_W for x in p.devices) + p.hardware_static_W) * TIME_UNIT_S)
     m = p.micro_batch

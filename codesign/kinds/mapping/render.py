@@ -62,7 +62,8 @@ def lints(inst: MappingInstance) -> list[Lint]:
     """The paper-assumption check (a per-device pooled bandwidth its ports cannot carry) and the
     calibration's host term, which this model kind does not charge."""
     s = inst.spec
-    out = host_term_lints([g.chip for g in s.devices], inst.calibration)
+    out = host_term_lints([c for g in s.devices for c in (g.chip if isinstance(g.chip, list) else [g.chip])],
+                          inst.calibration)
     if s.appliance is None or s.appliance.assumed_device_bandwidth_GBps is None:
         return out
     app = catalog.load_appliance(s.appliance.id)

@@ -73,7 +73,8 @@ class DeviceGroup(Strict):
     """``count`` identical devices, consecutive in pipeline order."""
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
-    chip: str = Field(min_length=1)
+    #: a catalog chip id; a list: a hardware decision over those chips (the whole group gets the chosen one)
+    chip: str | list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     count: PositiveInt
     #: optical ports to the appliance (each attaches to one module); 0 = not attached; a list: a
     #: hardware decision over those counts (every device of the group gets the chosen one)
@@ -85,7 +86,7 @@ class DeviceGroup(Strict):
     memory_bandwidth_GBps: float | None = Field(default=None, ge=MIN_BANDWIDTH_GBps, le=MAX_BANDWIDTH_GBps)
     notes: str = ""
 
-    @field_validator("pool_ports")
+    @field_validator("pool_ports", "chip")
     @classmethod
     def _distinct(cls, value: Any) -> Any:
         return distinct(value)
@@ -138,6 +139,9 @@ class CustomBudget(Strict):
 class BudgetsPart(Strict):
     #: time per output token of one sequence = stages x period
     tpot_s: float | None = Field(default=None, gt=0)
+    #: provisioned power: the devices' TDP plus the lit optical ports' static power, W (what a
+    #: rack's power envelope limits; a hardware budget, linear in the hardware decisions)
+    power_W: float | None = Field(default=None, gt=0)
     #: ``[[budgets.custom]]`` tables (``--budget`` adds ``cli-N`` ones)
     custom: list[CustomBudget] = Field(default_factory=list)
 
@@ -262,8 +266,9 @@ def _check_references(spec: MappingFile, source: Path | str | None) -> None:
         parse_mapping_budget(b.expr, name=b.name, source=f"{source or '<memory>'}: budgets.custom[{i}]")
     chips = catalog.list_ids("chips")
     for i, g in enumerate(spec.devices):
-        if g.chip not in chips:
-            raise InputError(f"unknown chip {g.chip!r}", file=source, key=f"devices[{i}].chip", value=g.chip, suggestion=did_you_mean(g.chip, chips))
+        for c in g.chip if isinstance(g.chip, list) else [g.chip]:
+            if c not in chips:
+                raise InputError(f"unknown chip {c!r}", file=source, key=f"devices[{i}].chip", value=c, suggestion=did_you_mean(c, chips))
     if spec.workload.layers is not None and spec.workload.layers > w.num_layers:
         raise InputError(
             f"the model has {w.num_layers} layers", file=source, key="workload.layers", value=spec.workload.layers, expected=f"<= {w.num_layers}"

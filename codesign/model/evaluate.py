@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from codesign.errors import InputError
+from codesign.model import topology
 from codesign.model.budgets import FORM_OF, HARDWARE_METRICS, parsed_budgets
 from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import PHASES, ScheduleTable, schedule_table, structural_reason
@@ -157,7 +158,7 @@ def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
             Product(f"{phase}.energy_compute", s("flops"), f"J_per_flop@{prec}"),
             Product(f"{phase}.energy_dram", s("bytes_local"), "J_per_B_local"),
             Product(f"{phase}.energy_pool", s("bytes_pool"), "J_per_B_pool"),
-            Product(f"{phase}.energy_scale_up", s("bytes_scale_up"), "reduce_ring*J_per_B_scale_up"),
+            Product(f"{phase}.energy_scale_up", s("moved_scale_up"), "reduce_ring*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_up_in_switch", s("moved_scale_up_in_switch"), "reduce_in_switch*J_per_B_scale_up"),
             Product(f"{phase}.energy_scale_out", s("bytes_scale_out"), "J_per_B_scale_out"),
         )
@@ -382,7 +383,7 @@ def _single(inst: Instance, design: dict[str, Any]) -> tuple[HardwareTable, dict
         s = {d.key: design[d.name] for d in decs}
         why = structural_reason(
             load_workload(w.workload), w, inst.system.devices, inst.system.appliance is not None, s,
-            inst.system.scale_up_domain,
+            inst.system.scale_up_domain, topology.torus_dims(inst),
         )
         if why:
             problems.append(f"{w.name}: {why}" if len(inst.workloads) > 1 else why)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codesign.model import network
+from codesign.model import collectives, network, topology
 from codesign.model.hardware import socket_size_of
 from codesign.model.step import attention_side_elements, step_costs
 from codesign.model.workload import (
@@ -102,7 +102,8 @@ class ScheduleTable:
 
 
 def structural_reason(
-    w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any], domain: int | None = None
+    w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any], domain: int | None = None,
+    torus: tuple[int, ...] | None = None,
 ) -> str | None:
     """Why a layout cannot run at all (divisibility and placement rules), or None.
 
@@ -119,6 +120,8 @@ def structural_reason(
         return f"tp = {tp} neither divides nor is a multiple of {w.num_kv_heads} KV heads"
     if domain is not None and (domain % tp if tp <= domain else tp % domain):
         return f"tp = {tp} groups do not align with scale-up domains of {domain} devices"
+    if (why := topology.torus_reason(torus, tp)) is not None:  # a TP group on a torus is a box (eq. 3.17d)
+        return why
     if pp > w.num_layers:
         return f"pp = {pp} exceeds {w.num_layers} layers"
     if pp > 1 and batch % pp:
@@ -155,11 +158,12 @@ def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray]
     has_pool = inst.system.appliance is not None
     decs = inst.schedule_decisions(workload)
     keys = [d.key for d in decs]
+    torus = topology.torus_dims(inst)
     if designs is None:
         rows = []
         for combo in itertools.product(*[d.domain for d in decs]):
             s = dict(zip(keys, combo, strict=True))
-            if structural_reason(w, spec, devices, has_pool, s, inst.system.scale_up_domain) is None:
+            if structural_reason(w, spec, devices, has_pool, s, inst.system.scale_up_domain, torus) is None:
                 rows.append(combo)
         designs = {
             k: np.array([r[j] for r in rows], dtype=object if isinstance(decs[j].domain[0], str) else None)
@@ -222,8 +226,11 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     adp = np.asarray(d["attention_dp"], dtype=float) if "attention_dp" in d else np.zeros_like(tp)
     devices = float(inst.system.devices)
     domain = inst.system.scale_up_domain
-    # 1 where the TP group's scale-up ring crosses the CPU sockets of its server (eq. 3.17b)
-    crossing = network.crosses_sockets(tp, domain, socket_size_of(inst))
+    # how the TP collectives run: system.allreduce on system.topology (eqs. 3.14a, 3.17c, 3.17d)
+    plan = collectives.plan_of(inst)
+    # 1 where the TP group's scale-up ring crosses the CPU sockets of its server (eq. 3.17b); a
+    # torus is its own fabric
+    crossing = network.crosses_sockets(tp, domain, socket_size_of(inst)) * (plan.torus is None)
     dp = devices / (tp * pp)
     micro = batch / pp
     layers_stage = np.ceil(w.num_layers / pp)
@@ -292,11 +299,10 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         message = micro * new * w.hidden_size * ACTIVATION_BYTES
         # attention DP: a rank sends the next stage only its own sequences' hidden states
         message_p2p = message * own_share
-        # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group
-        ar = network.hierarchical_allreduce(tp, domain, message)
-        # the same all-reduce where the scale-up switches reduce in the network (eq. 3.17a): its
-        # time in ring-equivalent bytes, and the bytes it moves (for the energy)
-        ar_switch_timed, ar_switch_moved = network.in_switch_allreduce(tp, domain, message)
+        # two all-reduces per layer (attention output, MLP/MoE output) inside the TP group, as the
+        # plan runs them; under "nccl" a ring, or in the switch where the scale-up switches reduce
+        # (eq. 3.17a): its time in ring-equivalent bytes, and the bytes it moves (for the energy)
+        ar = collectives.tp_allreduce(plan, tp, domain, message, crossing)
         # two all-reduces per layer; attention DP (eq. 4.17): one all-gather before and one
         # reduce-scatter after each MoE block instead (the bytes and steps of one all-reduce), and
         # none around a dense layer, which is data-parallel end to end
@@ -307,14 +313,13 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # T/ep tokens x k selections of one 16-bit hidden vector)
         per_layer = per_layer - a2a * moe_stage
         per_layer_mt = a2a * moe_stage * (moe_tp > 1)
-        ar_mt = network.hierarchical_allreduce(moe_tp, moe_tp_domain, message / ep)
-        ar_mt_timed, ar_mt_moved = network.in_switch_allreduce(moe_tp, moe_tp_domain, message / ep)
+        ar_mt = collectives.tp_allreduce(plan, moe_tp, moe_tp_domain, message / ep, crossing)
         a2a_calls = 2.0 * a2a * moe_stage
         alltoall = network.expert_all_to_all(ep, domain, micro * new / ep * top_k, w.hidden_size * ACTIVATION_BYTES)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs
-        logits = network.hierarchical_allgather(tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
+        logits = collectives.tp_allgather(plan, tp, domain, micro * w.vocab_size * ACTIVATION_BYTES)
         # attention DP: every rank holds the whole LM head and gathers no logits
         has_tp = (tp > 1).astype(float) * (1.0 - adp)
         same_domain = tp * pp <= domain
@@ -327,24 +332,28 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         f[f"{phase}.bytes_kv_local"] = kv_b * kv_local
         f[f"{phase}.bytes_act_replicated_local"] = act_rep * frac
         f[f"{phase}.bytes_pool"] = weights_b * (1 - w_local) + kv_b * (1 - kv_local)
-        others_up = has_tp * logits.scale_up_B + has_p2p * p2p.scale_up_B + a2a_calls * alltoall.scale_up_B
-        ring_up = per_layer * ar.scale_up_B + per_layer_mt * ar_mt.scale_up_B
-        f[f"{phase}.bytes_scale_up"] = ring_up + others_up
+        other_up = has_p2p * p2p.scale_up_B + a2a_calls * alltoall.scale_up_B
+        f[f"{phase}.bytes_scale_up"] = per_layer * ar.timed + per_layer_mt * ar_mt.timed + has_tp * logits.timed + other_up
+        # the bytes the links carry (the energy; the timed bytes above less a torus's link factor)
+        f[f"{phase}.moved_scale_up"] = per_layer * ar.moved + per_layer_mt * ar_mt.moved + has_tp * logits.moved + other_up
         # the TP collectives' ring bytes where the ring crosses a two-socket server's CPU sockets
         # (eq. 3.17b): charged again at the chip's extra time per byte across them (a moe_tp ring,
         # stride ep over the TP group, crosses them where the TP group's does)
-        f[f"{phase}.bytes_scale_up_cross"] = crossing * (ring_up + has_tp * logits.scale_up_B)
+        f[f"{phase}.bytes_scale_up_cross"] = crossing * (per_layer * ar.cross + per_layer_mt * ar_mt.cross
+                                                         + has_tp * logits.cross)
         # on links whose switches reduce (interconnect in_switch_reduction, eq. 4.9b)
-        f[f"{phase}.bytes_scale_up_in_switch"] = per_layer * ar_switch_timed + per_layer_mt * ar_mt_timed + others_up
-        f[f"{phase}.moved_scale_up_in_switch"] = per_layer * ar_switch_moved + per_layer_mt * ar_mt_moved + others_up
-        f[f"{phase}.steps_scale_up"] = (per_layer * ar.scale_up_steps + per_layer_mt * ar_mt.scale_up_steps
-                                        + has_tp * logits.scale_up_steps + has_p2p * p2p.scale_up_steps
+        f[f"{phase}.bytes_scale_up_in_switch"] = (per_layer * ar.timed_switch + per_layer_mt * ar_mt.timed_switch
+                                                  + has_tp * logits.timed + other_up)
+        f[f"{phase}.moved_scale_up_in_switch"] = (per_layer * ar.moved_switch + per_layer_mt * ar_mt.moved_switch
+                                                  + has_tp * logits.moved + other_up)
+        f[f"{phase}.steps_scale_up"] = (per_layer * ar.up_steps + per_layer_mt * ar_mt.up_steps
+                                        + has_tp * logits.up_steps + has_p2p * p2p.scale_up_steps
                                         + a2a_calls * alltoall.scale_up_steps)
-        f[f"{phase}.bytes_scale_out"] = (per_layer * ar.scale_out_B + per_layer_mt * ar_mt.scale_out_B
-                                         + has_tp * logits.scale_out_B + has_p2p * p2p.scale_out_B
+        f[f"{phase}.bytes_scale_out"] = (per_layer * ar.out_B + per_layer_mt * ar_mt.out_B
+                                         + has_tp * logits.out_B + has_p2p * p2p.scale_out_B
                                          + a2a_calls * alltoall.scale_out_B)
-        f[f"{phase}.steps_scale_out"] = (per_layer * ar.scale_out_steps + per_layer_mt * ar_mt.scale_out_steps
-                                         + has_tp * logits.scale_out_steps + has_p2p * p2p.scale_out_steps
+        f[f"{phase}.steps_scale_out"] = (per_layer * ar.out_steps + per_layer_mt * ar_mt.out_steps
+                                         + has_tp * logits.out_steps + has_p2p * p2p.scale_out_steps
                                          + a2a_calls * alltoall.scale_out_steps)
         f[f"{phase}.layers"] = layers_stage
         # sequences of the stage step on one rank's host (each handled once per step, eq. 5.3);
@@ -355,9 +364,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         # layer) and n-1 for the logits all-gather, on scale-up and scale-out; at every step the
         # ranks hand a block on and pass a flag barrier, whatever the message size
         # (the all-to-alls post all their sends at once and have no ring steps, as in placement P7)
-        f[f"{phase}.collective_steps"] = (per_layer * (ar.scale_up_steps + ar.scale_out_steps)
-                                          + per_layer_mt * (ar_mt.scale_up_steps + ar_mt.scale_out_steps)
-                                          + has_tp * (logits.scale_up_steps + logits.scale_out_steps))
+        f[f"{phase}.collective_steps"] = (per_layer * (ar.up_steps + ar.out_steps)
+                                          + per_layer_mt * (ar_mt.up_steps + ar_mt.out_steps)
+                                          + has_tp * (logits.up_steps + logits.out_steps))
         # useful work for MFU: the whole replica's FLOPs of one micro-batch step
         f[f"{phase}.model_flops"] = np.asarray(c.flops, dtype=float) * np.ones_like(tp)
 

@@ -21,11 +21,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from codesign.errors import InputError, did_you_mean
 from codesign.model.budgets import defined_budgets, parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.collectives import check_system
 from codesign.model.hardware import check_hardware_references, load_family
 from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
@@ -182,7 +183,9 @@ class SystemSpec(Strict):
 
     devices: int = Field(gt=0)
     scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
-    topology: str = Field(default="hierarchical", description="how devices connect: only 'hierarchical' is modelled")
+    topology: str = Field(default="hierarchical", description="how devices connect (model/topology.py)")
+    torus: list[int] | None = Field(default=None, description="a torus topology's extent per dimension")
+    allreduce: str = Field(default="nccl", description="TP all-reduce algorithm: nccl, fastest or one pinned")
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
     scale_out: str | None = None
     appliance: str | None = Field(default=None, description="pooled-memory appliance id")
@@ -194,14 +197,6 @@ class SystemSpec(Strict):
     )
     #: above absolute zero
     ambient_C: float = Field(default=45.0, gt=-273.15)
-
-    @field_validator("topology")
-    @classmethod
-    def _modelled_topology(cls, v: str) -> str:
-        if v != "hierarchical":  # collectives are rings inside scale-up domains and across them
-            raise ValueError(f"topology {v!r} is not modelled: collectives are priced as rings inside each scale-up "
-                             "domain and across domains, 'hierarchical'; leave `topology` out")
-        return v
 
 
 class HardwareSpec(Strict):
@@ -489,6 +484,7 @@ def _check_references(inst: Instance, path: Path) -> None:
                 suggestion=exc.suggestion,
             ) from None
     check_hardware_references(inst, path)
+    check_system(inst, path)
     if inst.hardware.family == "stacked-3d":
         curve = load_family(inst.hardware.stack).compute.vf_curve_GHz
         for clock in inst.hardware.decisions.get("clock_GHz", []):

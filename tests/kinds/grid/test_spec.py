@@ -127,12 +127,15 @@ def test_the_probe_instance_is_valid(tmp_path: Path) -> None:
 
 
 def test_a_topology_the_model_does_not_price_is_refused(tmp_path: Path) -> None:
-    # collectives are priced on the hierarchical system only; a torus was accepted and ignored
+    # collectives are priced on the hierarchical system and on tori (model/topology.py); any other
+    # name is refused, and a torus without its extents too
     base = BASE.replace("[system]\n", "[system]\ntopology = \"hierarchical\"\n", 1)
     assert load_instance(str(write(tmp_path, base))).system.topology == "hierarchical"
-    for topo in ("torus-2d", "ring", "switch"):
+    for topo in ("ring", "switch", "fully-connected"):
         e = load_error(write(tmp_path, BASE.replace("[system]\n", f"[system]\ntopology = \"{topo}\"\n", 1)))
         assert e.key == "system.topology" and "is not modelled" in str(e) and "hierarchical" in str(e)
+    e = load_error(write(tmp_path, BASE.replace("[system]\n", "[system]\ntopology = \"torus-2d\"\n", 1)))
+    assert e.key == "system.torus" and "2 extents" in str(e)
 
 
 def test_unknown_hardware_decision_with_did_you_mean(tmp_path: Path) -> None:

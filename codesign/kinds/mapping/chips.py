@@ -65,7 +65,8 @@ class DeviceTerms:
             y = self.sel[d]
             assert y is not None
             v = self.mip.vars[var]
-            parts = [self.mip.add_var(f"{v.name}@{k}", 0.0, v.ub) for k in range(len(y))]
+            # a copy of an integer count is integer too (it is 0 or the count): CP-SAT propagates it
+            parts = [self.mip.add_var(f"{v.name}@{k}", 0.0, v.ub, integer=v.integer) for k in range(len(y))]
             for k, part in enumerate(parts):
                 self.mip.add_row(f"chip-link[{v.name}@{k}]", [part, y[k]], [1.0, -v.ub], ub=0)
             self.mip.add_row(f"chip-split[{v.name}]", [*parts, var], [1.0] * len(parts) + [-1.0], lb=0, ub=0)

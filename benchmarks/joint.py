@@ -1,6 +1,6 @@
 """Joint against sequential co-design (issue 29, item 3): for every named joint instance (a mapping
-whose module count or pool ports are decisions, :mod:`codesign.kinds.mapping.joint`), the proven
-joint optimum beside
+whose module count, pool ports or device chips are decisions, :mod:`codesign.kinds.mapping.joint`),
+the proven joint optimum beside
 
 * the *sequential* design: hardware chosen first with the default mapping (the kind's rule: each
   hardware design with its greedy mapping, the best by the model, feasible ones first), then the
@@ -8,13 +8,16 @@ joint optimum beside
 * the instance's baseline, evaluated by the model;
 * every hardware design's own proven optimum (the decomposition an exact alternative would
   enumerate): their best must equal the joint optimum, and the sum of their times is what that
-  alternative costs.
+  alternative costs;
+* with a chip decision, the best fixed-chip designs: every group on the same chip, the other
+  hardware decisions still free, proven (HiGHS).
 
 Every solve is :func:`codesign.proof.driver.solve` (the one driver), HiGHS and CP-SAT for the joint
 and sequential solves, HiGHS for the decomposition (the faster of the two on these instances).
 
     python benchmarks/joint.py                 # results/joint.json
     python benchmarks/joint.py --no-decomposition
+    python benchmarks/joint.py --only hetero-pipeline-405b-joint   # that row of results/joint.json
 
 Times are wall-clock on shared cores (the 1-minute load average at each solve's start is recorded).
 """
@@ -22,6 +25,8 @@ Times are wall-clock on shared cores (the 1-minute load average at each solve's 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import sys
 import time
 from pathlib import Path
@@ -93,6 +98,8 @@ def row(name: str, time_limit: float, decomposition: bool) -> dict[str, Any]:
     seq["worse_than_joint"] = relative(opt, seq["objective"], sense)
     out["sequential"] = seq
     out["baseline"]["worse_than_joint"] = relative(opt, base.objective if base.feasible else None, sense)
+    if p.hardware.chips:
+        out["fixed_chip"] = fixed_chip(p, opt, time_limit)
 
     if decomposition:
         parts = []
@@ -108,19 +115,48 @@ def row(name: str, time_limit: float, decomposition: bool) -> dict[str, Any]:
     return out
 
 
+def fixed_chip(p: Any, opt: float | None, time_limit: float) -> dict[str, Any]:
+    """Every group on one chip (each chip all groups offer), the other hardware decisions free: the
+    proven optimum of each (HiGHS), and how much worse the best of them is than the joint optimum."""
+    common = set.intersection(*(set(v) for v in p.hardware.chips.values()))
+    per: dict[str, Any] = {}
+    for chip in [c for c in next(iter(p.hardware.chips.values())) if c in common]:
+        raw = copy.deepcopy(p.data)
+        raw.pop("baseline", None)
+        for g in raw["devices"]:
+            g["chip"] = chip
+        r = run(Mapping.from_data(raw, source=f"{p.name} with every group on {chip}"), "highs", time_limit)
+        per[chip] = r
+    proven = [r["objective"] for r in per.values() if r["status"] == "optimal"]
+    best = (min if p.sense == "min" else max)(proven) if proven else None
+    return {"solver": "highs", "per_chip": per, "best": best, "worse_than_joint": relative(opt, best, p.sense)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--no-decomposition", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS / "joint.json")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run these instances only and replace their rows of --out (the others kept)")
     a = ap.parse_args()
     rows = []
-    for name in joint_instances():
+    for name in a.only or joint_instances():
         print(f"{name} ...", flush=True)
         rows.append(row(name, a.time_limit, not a.no_decomposition))
         r = rows[-1]
         print(f"  joint {r['joint_optimum']}  sequential {r['sequential']['objective']} "
-              f"({r['sequential']['status']})  baseline {r['baseline']['objective']}", flush=True)
+              f"({r['sequential']['status']})  baseline {r['baseline']['objective']}"
+              + (f"  best fixed chip {r['fixed_chip']['best']}" if "fixed_chip" in r else ""), flush=True)
+    if a.only and a.out.exists():  # keep the other instances' rows (each row records its machine)
+        old = json.loads(a.out.read_text())
+        for r in old["instances"]:
+            r.setdefault("machine", old["machine"])
+            r.setdefault("time_limit_s", old["time_limit_s"])
+        for r in rows:
+            r["machine"], r["time_limit_s"] = machine(), a.time_limit
+        done = {r["name"] for r in rows}
+        rows = sorted([r for r in old["instances"] if r["name"] not in done] + rows, key=lambda r: r["name"])
     write_json_atomic(a.out, {"machine": machine(), "time_limit_s": a.time_limit, "instances": rows})
     print(f"wrote {a.out}")
 

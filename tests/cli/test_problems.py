@@ -47,6 +47,8 @@ def test_instances_say_which_decision_groups_each_decides(cli_json):
     assert by_name["tiny-placement-mixtral"] == ["placement"]
     # a joint mapping: module count and ports per GPU decided with the mapping
     assert by_name["pf-llama405b-joint"] == by_name["pf-dense1t-joint"] == ["hardware", "mapping", "placement"]
+    # ... and a chip per pair of stages
+    assert by_name["hetero-pipeline-405b-joint"] == ["hardware", "mapping", "placement"]
     shown = cli_json("show", TINY)
     assert shown["decision_groups"] == ["hardware", "parallelism"]
     groups = {d["name"]: d["group"] for d in shown["decisions"]}
@@ -91,6 +93,11 @@ def test_show_prints_a_joint_instances_hardware_baseline(cli):
     rows = {line.split("│")[1].strip(): line.split("│")[4].strip() for line in r.stdout.splitlines()
             if line.count("│") == 5 and line.split("│")[1].strip()}
     assert rows["modules"] == "16" and rows["pool_ports[h100]"] == "1"
+    shown = cli("show", "hetero-pipeline-405b-joint").stdout.splitlines()
+    rows = {line.split("│")[1].strip(): (line.split("│")[2].strip(), line.split("│")[4].strip()) for line in shown
+            if line.count("│") == 5 and line.split("│")[1].strip()}
+    assert rows["chip[s01]"] == rows["chip[s23]"] == ("hardware", "h200-sxm")
+    assert rows["chip[s45]"] == rows["chip[s67]"] == ("hardware", "h100-sxm")  # hetero-pipeline-405b's hardware
 
 
 def test_show_for_people(cli):

@@ -94,7 +94,8 @@ def print_summary(console, data: dict[str, Any]) -> None:
     for c in ("group", "chip", "count", "pool ports", "host GiB"):
         t.add_column(c)
     for g in data["devices"]:
-        t.add_row(g["name"], g["chip"], str(g["count"]), str(g["pool_ports"]), str(g["host_capacity_GiB"]))
+        chip = " | ".join(g["chip"]) if isinstance(g["chip"], list) else g["chip"]  # a list: a decision
+        t.add_row(g["name"], chip, str(g["count"]), str(g["pool_ports"]), str(g["host_capacity_GiB"]))
     console.print(t)
     console.print(f"weights may live in: {', '.join(_kinds(data['weight_tiers']))};  "
                   f"KV cache in: {', '.join(_kinds(data['kv_tiers']))}")

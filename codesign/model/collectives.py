@@ -148,7 +148,7 @@ LINK_COLUMNS = ("s_per_B_scale_up", "s_per_B_scale_up_cross", "s_per_step_scale_
 def plan_of(inst: Instance) -> Plan:
     """The plan of ``inst``; "fastest" and a pinned "in-switch" read the scale-up link off the
     hardware table (one row per chip), which must agree for every design."""
-    mode = inst.system.allreduce
+    mode = topology.allreduce_mode(inst)
     dims = topology.torus_dims(inst)
     if mode == "nccl" or (mode != "in-switch" and dims is not None) or mode in ("ring", "two-shot", "one-shot", "tree"):
         return Plan(mode, dims)

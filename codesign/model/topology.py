@@ -126,6 +126,12 @@ def torus_dims(inst: Instance) -> tuple[int, ...] | None:
     return tuple(inst.system.torus or ())
 
 
+def allreduce_mode(inst: Instance) -> str:
+    """``system.allreduce``; left out (None), the engine profile "nccl" (None keeps the content
+    hashes of instances stored before the key existed)."""
+    return inst.system.allreduce or "nccl"
+
+
 def check_system(inst: Instance, path: str | Path | None) -> None:
     """``system.topology``, ``system.torus`` and ``system.allreduce`` name something the model
     prices; else an InputError naming the file, key, value, what is expected and a suggestion."""
@@ -136,7 +142,7 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             expected="one of: " + ", ".join(TOPOLOGIES),
             suggestion=did_you_mean(sysm.topology, TOPOLOGIES) or "leave `topology` out for the hierarchical system",
         )
-    if sysm.allreduce not in ALLREDUCE_MODES:
+    if allreduce_mode(inst) not in ALLREDUCE_MODES:
         raise InputError(
             f"all-reduce {sysm.allreduce!r} is not modelled", file=path, key="system.allreduce", value=sysm.allreduce,
             expected="one of: " + ", ".join(ALLREDUCE_MODES),
@@ -160,7 +166,7 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             expected=f"extents whose product is the {sysm.devices} devices, and scale_up_domain = devices",
             suggestion=f"set scale_up_domain = {math.prod(dims)} and devices = {math.prod(dims)}",
         )
-    if sysm.allreduce not in ("nccl", "fastest", *TORUS_ALGORITHMS):
+    if allreduce_mode(inst) not in ("nccl", "fastest", *TORUS_ALGORITHMS):
         raise InputError(
             f"a torus cannot run a {sysm.allreduce!r} all-reduce", file=path, key="system.allreduce",
             value=sysm.allreduce, expected="nccl, fastest or " + ", ".join(TORUS_ALGORITHMS),

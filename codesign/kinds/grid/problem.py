@@ -34,6 +34,8 @@ from codesign.model.calibration import CalibrationSet
 from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_internal
 
 #: every ``evaluate`` metric of one workload that a multi-workload record lists per workload
+#: the system keys left out of the content where unset (``Grid.data``)
+UNSET_SYSTEM_KEYS = ("torus", "allreduce")
 PER_WORKLOAD_HEADLINE = ("tokens_per_s", "ttft_s", "tpot_s", "energy_per_token_J")
 
 #: the group (``kinds.base.DECISION_GROUPS``) of each schedule decision; every other decision of a
@@ -72,7 +74,11 @@ class Grid(Problem):
 
     @property
     def data(self) -> dict[str, Any]:
-        return self.inst.spec.model_dump(mode="json")
+        data = self.inst.spec.model_dump(mode="json")
+        # system keys added after records were stored (model/topology.py) are left out where unset:
+        # an instance that does not set them keeps the content hash it had
+        data["system"] = {k: v for k, v in data["system"].items() if v is not None or k not in UNSET_SYSTEM_KEYS}
+        return data
 
     # --- the question -----------------------------------------------------------------------
     @property

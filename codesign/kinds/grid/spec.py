@@ -185,7 +185,7 @@ class SystemSpec(Strict):
     scale_up_domain: int = Field(default=8, gt=0, description="devices per scale-up domain")
     topology: str = Field(default="hierarchical", description="how devices connect (model/topology.py)")
     torus: list[int] | None = Field(default=None, description="a torus topology's extent per dimension")
-    allreduce: str = Field(default="nccl", description="TP all-reduce algorithm: nccl, fastest or one pinned")
+    allreduce: str | None = Field(default=None, description="TP all-reduce: None/'nccl', 'fastest' or one pinned")
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
     scale_out: str | None = None
     appliance: str | None = Field(default=None, description="pooled-memory appliance id")

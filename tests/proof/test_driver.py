@@ -825,6 +825,9 @@ def test_auto_is_each_kinds_default_solver(named):
     assert driver.choose_solver(named("tiny-3d-llama8b"), "auto") == "highs"
     assert driver.choose_solver(named("tiny-pf-mapping"), "auto") == "cpsat"
     assert driver.choose_solver(named("tiny-placement-mixtral"), "auto") == "cpsat"
+    # training: HiGHS (a one-hot over the layouts); DLRM placements: CP-SAT (BENCHMARKS.md §2)
+    assert driver.choose_solver(named("tiny-pf-train"), "auto") == "highs"
+    assert driver.choose_solver(named("pf-dlrm-paper"), "auto") == "cpsat"
     assert driver.choose_solver(named("tiny-placement-mixtral"), "highs") == "highs"
     assert driver.choose_solver(named("tiny-placement-mixtral"), "pyomo:highs") == "pyomo:highs"
     assert driver.solve(named("tiny-pf-mapping")).solver == "cpsat"

@@ -10,7 +10,6 @@ Files live in ``instances/mapping/`` beside the other fixed-hardware kinds and a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ from pydantic import Field, PositiveInt, field_validator
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.kinds.mapping.spec import (
+    FamilyInstance,
     MAX_BANDWIDTH_GBps,
     MIN_BANDWIDTH_GBps,
     distinct,
@@ -111,12 +111,8 @@ class TrainingFile(Strict):
     baseline: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class TrainingInstance:
-    spec: TrainingFile
-    source: Path | None
-    raw: dict[str, Any]
-    calibration: CalibrationSet = field(default_factory=shipped, compare=False)
+#: a training instance (``spec`` is a :class:`TrainingFile`): the family's one instance record
+TrainingInstance = FamilyInstance
 
 
 def load_training(name_or_path: str, *, calibration: CalibrationSet | None = None) -> TrainingInstance:

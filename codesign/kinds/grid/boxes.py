@@ -1,0 +1,351 @@
+"""Box branch-and-bound over the hardware knobs of a stacked-3D grid instance (formulations/factored.md §6).
+
+An exact alternative to the factored MIP for grids far beyond enumeration. A *box* is a product of
+one contiguous index range per knob (over the values the domain presolve keeps). Over a box, every
+factored hardware column (:mod:`codesign.kinds.grid.factored_columns`: sums of products of
+nonnegative per-knob tables, times footprint^{-1,0,1}, inside max/min groups) has an interval
+[lo, hi] from the tables' least and largest values on the box's ranges (range-extreme queries),
+which is exact when the box is one design. Because every schedule coefficient a(S) of a form is
+>= 0 and every constraint's terms have positive coefficients, the model's own form evaluation
+(:func:`codesign.kinds.grid.space.fast_eval_form`) on the ``lo`` columns gives, per schedule,
+a lower bound of the objective and of each constraint's left side over the box; a schedule whose
+lower left side exceeds the upper right side (by ``PRUNE_RTOL``) is infeasible on the whole box.
+The box's bound is Σ_w weight_w × min over its still-possible schedules.
+
+Best-first search: the boxes with the least bound are split in two (the knob chosen by
+:data:`BRANCHING`), children that are infeasible or whose bound is no better than the incumbent
+(by ``CONFIRM_RTOL``) are dropped, and every child's middle design is evaluated with the model
+(:func:`codesign.kinds.grid.space.hardware_values`): the incumbent is always a design the model
+verified. Single-design boxes are evaluated and closed. When no box is left, the incumbent is
+optimal up to CONFIRM_RTOL (no design is better by more than that); a time limit leaves the least
+open bound as the proven bound.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.kinds.grid import factored as fz
+from codesign.kinds.grid import factored_columns as fc
+from codesign.kinds.grid.space import Tables, constraint_values, fast_eval_form, hardware_values
+from codesign.kinds.grid.spec import Instance
+from codesign.model.evaluate import constraint_lhs, constraints, objective_terms, workload_forms
+from codesign.model.hardware import HardwareTable, hardware_table
+from codesign.model.schedule import ScheduleTable, schedule_table
+from codesign.proof.tolerances import CONFIRM_RTOL
+
+#: a box is infeasible only when a lower left side exceeds the upper right side by this (relative;
+#: factored and model columns agree to COLUMN_RTOL = 1e-9, far below)
+PRUNE_RTOL = fz.PRUNE_RTOL
+#: boxes split per round (children are bounded and their middle designs evaluated in one batch)
+BATCH = 256
+#: how the knob to split is chosen: "widest" (most values left), "strong" (the split whose smaller
+#: child bound is largest, every knob tried)
+BRANCHING = ("strong", "widest")
+
+
+class _Extremes:
+    """Least and largest value of a table over index ranges [lo, hi] (sparse tables, O(1) a query)."""
+
+    def __init__(self, f: np.ndarray):
+        n = len(f)
+        mins, maxs = [f], [f]
+        j = 1
+        while (1 << j) <= n:
+            h = 1 << (j - 1)
+            mins.append(np.minimum(mins[-1][:-h], mins[-1][h:]))
+            maxs.append(np.maximum(maxs[-1][:-h], maxs[-1][h:]))
+            j += 1
+        self.mins = np.full((len(mins), n), np.nan)
+        self.maxs = np.full((len(maxs), n), np.nan)
+        for j, (a, b) in enumerate(zip(mins, maxs, strict=True)):
+            self.mins[j, : len(a)] = a
+            self.maxs[j, : len(b)] = b
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        j = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+        r = hi - (1 << j) + 1
+        return np.minimum(self.mins[j, lo], self.mins[j, r]), np.maximum(self.maxs[j, lo], self.maxs[j, r])
+
+
+@dataclass
+class Bounder:
+    """Interval bounds of the factored columns and the model's forms over batches of boxes."""
+
+    inst: Instance
+    cols: fc.Columns
+    scheds: dict[str, ScheduleTable]
+    cons: list
+    knobs: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)  # hardware columns the forms and constraints read
+    _ext: dict[int, _Extremes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.knobs = list(self.cols.knobs)
+        for c in self.cons:
+            if any(coef <= 0 for coef, _ in c.lhs):
+                raise fc.Unsupported(f"constraint {c.name} has a term with a coefficient <= 0")
+            for _, form in c.lhs:
+                self._read(form, c.workload)
+            if c.rhs_hw:
+                self.names.add(c.rhs_hw)
+        for w, metric, weight in objective_terms(self.inst):
+            if weight < 0:
+                raise fc.Unsupported("a negative objective weight")
+            spec = next(x for x in self.inst.workloads if x.name == w)
+            self._read(workload_forms(self.scheds[w], spec.precision)[metric], w)
+
+    def _read(self, form, workload: str | None) -> None:
+        for p in form.products:
+            self.names.update(p.hw.split("*"))
+            if workload is not None and p.sched != "one" and (self.scheds[workload].column(p.sched) < 0).any():
+                raise fc.Unsupported(f"schedule column {p.sched} has negative values")
+
+    def _range(self, f: np.ndarray, k: int, lo: np.ndarray, hi: np.ndarray):
+        e = self._ext.get(id(f))
+        if e is None:
+            if (f < 0).any() or not np.isfinite(f).all():
+                raise fc.Unsupported("a per-knob table with negative or infinite values")
+            e = self._ext[id(f)] = _Extremes(f)
+        return e.query(lo[:, k], hi[:, k])
+
+    def _term(self, t: fc.Term, lo, hi, fp) -> tuple[np.ndarray, np.ndarray]:
+        n = len(lo)
+        a, b = np.ones(n), np.ones(n)
+        for knob, f in t.factors.items():
+            mn, mx = self._range(f, self.knobs.index(knob), lo, hi)
+            a, b = a * mn, b * mx
+        if t.fp == 1:
+            a, b = a * fp[0], b * fp[1]
+        elif t.fp == -1:
+            a, b = a / fp[1], b / fp[0]
+        elif t.fp:
+            raise fc.Unsupported(f"footprint to the power {t.fp}")
+        if not math.isfinite(t.coef):
+            return np.full(n, t.coef), np.full(n, t.coef)
+        return (t.coef * a, t.coef * b) if t.coef >= 0 else (t.coef * b, t.coef * a)
+
+    def _sum(self, terms, lo, hi, fp):
+        a, b = np.zeros(len(lo)), np.zeros(len(lo))
+        for t in terms:
+            x, y = self._term(t, lo, hi, fp)
+            a, b = a + x, b + y
+        return a, b
+
+    def column(self, col: fc.Col, lo, hi, fp) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self._sum(col.base, lo, hi, fp)
+        for kind, branches in col.groups:
+            ends = [self._sum(br, lo, hi, fp) for br in branches]
+            pick = np.max if kind == "max" else np.min
+            a = a + pick(np.array([x for x, _ in ends]), axis=0)
+            b = b + pick(np.array([y for _, y in ends]), axis=0)
+        return a, b
+
+    def tables(self, lo: np.ndarray, hi: np.ndarray) -> tuple[HardwareTable, HardwareTable]:
+        """Hardware tables of the boxes' lower and upper column bounds (one row per box)."""
+        fp = self._sum(self.cols.footprint, lo, hi, (None, None))
+        low = HardwareTable({"box": np.arange(len(lo))})
+        up = HardwareTable({"box": np.arange(len(lo))})
+        for name in self.names:
+            if name == "one":
+                a = b = np.ones(len(lo))
+            else:
+                a, b = self.column(self.cols.column(name), lo, hi, fp)
+            if name in fc.CLAMPED_AT_ZERO:
+                a, b = np.maximum(a, 0.0), np.maximum(b, 0.0)
+            low.features[name], up.features[name] = a, b
+        return low, up
+
+    def bound(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per box: a lower bound of the internal objective over its designs (inf: no design of
+        the box is feasible)."""
+        low, up = self.tables(lo, hi)
+        n = len(lo)
+        rows = np.arange(n)
+        for name in self.names:  # a product a*b of lower bounds is one only for a, b >= 0
+            if (low.features[name] < 0).any() and any(name in p.split("*") for p in self._products() if "*" in p):
+                raise fc.Unsupported(f"column {name} can be negative inside a product")
+        ok = np.ones(n, dtype=bool)
+        for c in self.cons:
+            if c.workload is None:
+                lhs = constraint_lhs(c, low, None)[:, 0]
+                rhs = c.rhs + (up.column(c.rhs_hw) if c.rhs_hw else 0.0)
+                ok &= lhs <= rhs + PRUNE_RTOL * np.abs(rhs)
+        total = np.where(ok, 0.0, np.inf)
+        for w, metric, weight in objective_terms(self.inst):
+            st = self.scheds[w]
+            spec = next(x for x in self.inst.workloads if x.name == w)
+            obj = fast_eval_form(workload_forms(st, spec.precision)[metric], low, st, rows)
+            for c in self.cons:
+                if c.workload == w:
+                    lhs = constraint_values(c, low, st, rows)
+                    rhs = c.rhs + (up.column(c.rhs_hw)[:, None] if c.rhs_hw else 0.0)
+                    obj[lhs > rhs + PRUNE_RTOL * np.abs(rhs)] = np.inf
+            total = total + weight * obj.min(axis=1)
+        return total
+
+    def _products(self) -> list[str]:
+        out = []
+        for c in self.cons:
+            out += [p.hw for _, f in c.lhs for p in f.products]
+        for w, metric, _ in objective_terms(self.inst):
+            spec = next(x for x in self.inst.workloads if x.name == w)
+            out += [p.hw for p in workload_forms(self.scheds[w], spec.precision)[metric].products]
+        return out
+
+
+@dataclass
+class BoxResult:
+    """What a box search proved: the best design the model verified, the least bound of the boxes
+    left open (the incumbent's own value when none is), and the search's counters."""
+
+    design: dict[str, Any] | None
+    internal: float  # the incumbent's internal objective (inf: none)
+    bound: float  # a proven lower bound of the internal objective over the whole grid
+    complete: bool  # no box left open: the incumbent is optimal within CONFIRM_RTOL (or none is feasible)
+    boxes: int  # boxes bounded
+    evaluated: int  # designs evaluated with the model
+    rounds: int
+    open_boxes: int
+    peak_open: int
+    seconds: float
+    pruned_values: int  # knob values the domain presolve removed
+    trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, incumbent, bound)
+
+
+class _PruneView:
+    """What :func:`factored.prune_domains` reads of a factored build."""
+
+    def __init__(self, inst, cols, scheds):
+        self.inst, self.cols, self.scheds = inst, cols, scheds
+
+
+def search(inst: Instance, *, time_limit: float | None = None, branching: str = "strong", batch: int = BATCH,
+           rtol: float = CONFIRM_RTOL) -> BoxResult:
+    """Best-first box branch-and-bound (module docstring). ``rtol``: a box is dropped when its
+    bound is at least incumbent × (1 − rtol)."""
+    if branching not in BRANCHING:
+        raise ValueError(f"branching {branching!r}: one of {BRANCHING}")
+    t0 = time.perf_counter()
+    reason = fz.unsupported_reason(inst)
+    if reason:
+        raise fc.Unsupported(reason)
+    full = fc.stacked_columns(inst)
+    scheds = {w.name: schedule_table(inst, w.name) for w in inst.workloads}
+    sample_at = fc.check_points(full.knobs, samples=64, seed=1)
+    sample = Tables(fc._table(inst, sample_at), scheds)
+    cons = constraints(inst, sample.hw, scheds)
+    keep = fz.prune_domains(_PruneView(inst, full, scheds), cons)
+    pruned = int(sum((~m).sum() for m in keep.values()))
+    kept = {k: np.flatnonzero(m) for k, m in keep.items()}
+    if any(len(v) == 0 for v in kept.values()) or any(s.size == 0 for s in scheds.values()):
+        return BoxResult(None, math.inf, math.inf, True, 0, 0, 0, 0, 0, time.perf_counter() - t0, pruned)
+    cols = fc.restrict(full, keep)
+    b = Bounder(inst, cols, scheds, cons)
+    fc.verify_columns(inst, full, b.names - {"one"})
+    domains = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
+    sizes = np.array([len(kept[k]) for k in b.knobs])
+
+    best_val, best_design = math.inf, None
+    evaluated = 0
+
+    def evaluate(idx: np.ndarray) -> None:
+        nonlocal best_val, best_design, evaluated
+        idx = np.unique(idx, axis=0)
+        designs = {k: domains[k][kept[k][idx[:, j]]] for j, k in enumerate(b.knobs)}
+        hv = hardware_values(inst, Tables(hardware_table(inst, designs), scheds), cons=cons)
+        evaluated += len(idx)
+        i = int(np.argmin(hv.total))
+        if hv.total[i] < best_val:
+            best_val = float(hv.total[i])
+            design = {k: designs[k][i].item() for k in b.knobs}
+            for w in inst.workloads:
+                st = scheds[w.name]
+                r = int(hv.arg[w.name][i])
+                for d in inst.schedule_decisions(w.name):
+                    v = st.decisions[d.key][r]
+                    design[d.name] = v.item() if hasattr(v, "item") else v
+            best_design = design
+
+    lo = np.zeros((1, len(b.knobs)), dtype=np.int64)
+    hi = (sizes - 1)[None, :].astype(np.int64)
+    bnd = b.bound(lo, hi)
+    evaluate((lo + hi) // 2)
+    boxes, rounds, peak = 1, 0, 1
+    trace = [(time.perf_counter() - t0, best_val, float(bnd.min()))]
+    keep_open = np.isfinite(bnd) & ~(lo == hi).all(axis=1)
+    lo, hi, bnd = lo[keep_open], hi[keep_open], bnd[keep_open]
+    while len(bnd):
+        cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
+        alive = bnd < cut
+        lo, hi, bnd = lo[alive], hi[alive], bnd[alive]
+        if not len(bnd) or (time_limit is not None and time.perf_counter() - t0 > time_limit):
+            break
+        rounds += 1
+        take = np.argsort(bnd, kind="stable")[:batch] if len(bnd) > batch else np.arange(len(bnd))
+        rest = np.ones(len(bnd), dtype=bool)
+        rest[take] = False
+        plo, phi = lo[take], hi[take]
+        width = phi - plo + 1
+        if branching == "widest":
+            knob = np.argmax(width, axis=1)
+            clo, chi, cb = _split(b, plo, phi, knob)
+        else:
+            clo, chi, cb = _strong(b, plo, phi, width)
+            boxes += 2 * len(take) * (len(b.knobs) - 1)
+        boxes += len(cb)
+        evaluate((clo + chi) // 2)
+        leaf = (clo == chi).all(axis=1)
+        cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
+        new = ~leaf & (cb < cut)
+        lo = np.concatenate([lo[rest], clo[new]])
+        hi = np.concatenate([hi[rest], chi[new]])
+        bnd = np.concatenate([bnd[rest], cb[new]])
+        peak = max(peak, len(bnd))
+        trace.append((time.perf_counter() - t0, best_val, float(min(bnd.min(), best_val)) if len(bnd) else best_val))
+    complete = not len(bnd)
+    bound = best_val if complete else float(min(bnd.min(), best_val))
+    return BoxResult(best_design, best_val, bound, complete, boxes, evaluated, rounds, len(bnd), peak,
+                     time.perf_counter() - t0, pruned, trace)
+
+
+def _halves(lo, hi, knob):
+    """The two halves of each box along its ``knob``."""
+    rows = np.arange(len(lo))
+    mid = (lo[rows, knob] + hi[rows, knob]) // 2
+    lo1, hi1, lo2, hi2 = lo.copy(), hi.copy(), lo.copy(), hi.copy()
+    hi1[rows, knob] = mid
+    lo2[rows, knob] = np.minimum(mid + 1, hi[rows, knob])  # (a knob with one value: never chosen)
+    return np.concatenate([lo1, lo2]), np.concatenate([hi1, hi2])
+
+
+def _split(b: Bounder, lo, hi, knob):
+    clo, chi = _halves(lo, hi, knob)
+    return clo, chi, b.bound(clo, chi)
+
+
+def _strong(b: Bounder, lo, hi, width):
+    """Split each box along the knob whose worse half has the largest bound (every splittable knob
+    tried; ties to the widest)."""
+    n, k = lo.shape
+    los, his, cbs = [], [], []
+    scores = np.full((n, k), -np.inf)
+    for j in range(k):
+        clo, chi = _halves(lo, hi, np.full(n, j))
+        cb = b.bound(clo, chi)
+        scores[:, j] = np.where(width[:, j] > 1, np.minimum(cb[:n], cb[n:]), -np.inf)
+        los.append(clo)
+        his.append(chi)
+        cbs.append(cb)
+    top = scores.max(axis=1, keepdims=True)
+    knob = np.argmax(np.where(scores >= top, width, -1), axis=1)
+    rows = np.arange(n)
+    los, his, cbs = np.stack(los), np.stack(his), np.stack(cbs)
+    pick = np.concatenate([rows, rows + n])
+    kk = np.concatenate([knob, knob])
+    return los[kk, pick], his[kk, pick], cbs[kk, pick]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codesign.model import collectives, network, topology
+from codesign.model import collectives, network, routing, topology
 from codesign.model.hardware import socket_size_of
 from codesign.model.step import attention_side_elements, step_costs
 from codesign.model.workload import (
@@ -272,11 +272,17 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         new = float(isl) if phase == "prefill" else 1.0
         ctx = 0.0 if phase == "prefill" else isl + osl / 2.0
         c = step_costs(w, batch=micro, new_tokens=new, context=ctx, weight_bytes_per_param=wb,
-                       kv_bytes_per_element=kvb, embedding_bytes_per_param=eb)
+                       kv_bytes_per_element=kvb, embedding_bytes_per_param=eb, routing=spec.routing)
         head_flops = np.asarray(c.flops_lm_head, dtype=float)
         flops = ((np.asarray(c.flops, dtype=float) - head_flops) * frac + head_flops) / tp
         head_b = np.asarray(c.bytes_w_embed_head, dtype=float)
         weights_b = ((np.asarray(c.bytes_weights, dtype=float) - head_b) * frac + head_b) / tp
+        # a skewed router under EP (eq. 4.6b): the busiest rank routes lam_tok x the mean rank's
+        # tokens and reads lam_b x its expert bytes (both exactly 1 under uniform routing)
+        lam_tok, lam_b = routing.busiest_rank_factors(spec.routing, w.moe.num_experts if w.moe else 1,
+                                                      top_k, micro * new, ep)
+        flops = flops + (lam_tok - 1.0) * np.asarray(c.flops_moe_routed, dtype=float) * frac / tp
+        weights_b = weights_b + (lam_b - 1.0) * np.asarray(c.bytes_w_moe_routed, dtype=float) * frac / tp
         # attention DP (eq. 4.16): attention, norms, routers, dense MLPs, shared experts, embedding
         # and LM head whole on every rank (data-parallel); only the routed experts split over TP
         whole = (np.asarray(c.bytes_w_attn, dtype=float) + np.asarray(c.bytes_w_norms, dtype=float)
@@ -315,7 +321,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         per_layer_mt = a2a * moe_stage * (moe_tp > 1)
         ar_mt = collectives.tp_allreduce(plan, moe_tp, moe_tp_domain, message / ep, crossing)
         a2a_calls = 2.0 * a2a * moe_stage
-        alltoall = network.expert_all_to_all(ep, domain, micro * new / ep * top_k, w.hidden_size * ACTIVATION_BYTES)
+        alltoall = network.expert_all_to_all(ep, domain, micro * new / ep * top_k * lam_tok, w.hidden_size * ACTIVATION_BYTES)
         # the LM head is split over the vocabulary (column-parallel) and its 16-bit logits are
         # all-gathered so that every rank holds the full distribution of each sequence's last new
         # token (eq. 4.9a): charged to the stage step like the head's FLOPs

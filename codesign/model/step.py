@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from codesign.model.routing import RoutingSpec, experts_touched
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     FLOPS_PER_MAC,
@@ -25,7 +26,6 @@ from codesign.model.workload import (
     as_array,
     as_result,
     attention_layer_split,
-    expected_experts_touched,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     layer_weight_params,
@@ -213,6 +213,7 @@ def step_costs(
     weight_bytes_per_param: ArrayLike,
     kv_bytes_per_element: ArrayLike,
     embedding_bytes_per_param: ArrayLike | None = None,
+    routing: RoutingSpec | None = None,
 ) -> StepCosts:
     """Cost of one forward pass of the whole model over ``batch`` sequences.
 
@@ -233,7 +234,8 @@ def step_costs(
       needs logits at every new position, is not modelled.
     * bytes_w_* = parameters read × weight_bytes_per_param; every weight is read once per step,
       except routed experts: per MoE layer only the expected distinct experts touched by T tokens
-      (:func:`expected_experts_touched`), and the embedding table: only min(T, vocab) gathered rows
+      (eq. 2.14; under a skewed ``routing`` eq. 2.14b, :func:`routing.experts_touched`), and
+      the embedding table: only min(T, vocab) gathered rows
       (the LM-head matrix is read whole; with tied embeddings the two reads are still counted apart).
       The embedding and LM-head bytes use ``embedding_bytes_per_param`` (default: the weights'):
       quantised checkpoints keep these two matrices in 16 bit (:func:`embedding_bytes_per_param`).
@@ -253,6 +255,7 @@ def step_costs(
         kv_bytes_per_element: B/element of the KV cache.
         embedding_bytes_per_param: B/param of the embedding table and the LM head (default:
             ``weight_bytes_per_param``).
+        routing: how tokens pick experts (default: uniform, eq. 2.14).
     """
     b = as_array(batch, "batch")
     n = as_array(new_tokens, "new_tokens")
@@ -274,7 +277,7 @@ def step_costs(
         touched = np.zeros_like(t)
         top_k = 0
     else:
-        touched = expected_experts_touched(w.moe.num_experts, w.moe.top_k, t)
+        touched = experts_touched(routing, w.moe.num_experts, w.moe.top_k, t)
         top_k = w.moe.top_k
     embed_rows = np.minimum(t, float(w.vocab_size))
     act_rep, act_shard = activation_elements(w)

@@ -78,6 +78,8 @@ class Grid(Problem):
         # system keys added after records were stored (model/topology.py) are left out where unset:
         # an instance that does not set them keeps the content hash it had
         data["system"] = {k: v for k, v in data["system"].items() if v is not None or k not in UNSET_SYSTEM_KEYS}
+        # likewise a workload's routing (model.md eq. 2.14b), added after records were stored
+        data["workloads"] = [{k: v for k, v in w.items() if v is not None or k != "routing"} for w in data["workloads"]]
         return data
 
     # --- the question -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from codesign.model.budgets import defined_budgets, parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.collectives import check_system
 from codesign.model.hardware import check_hardware_references, load_family
+from codesign.model.routing import RoutingSpec
 from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
 from codesign.paths import instances_dir
@@ -105,6 +106,7 @@ class WorkloadSpec(Strict):
     #: round whose tokens need more iterations than the static round runs the extra ones, each
     #: paying a step's weight reads and fixed costs again (model.md eq. 4.19); None: no budget
     max_tokens_per_iteration: int | None = Field(default=None, gt=0)
+    routing: RoutingSpec | None = None  # how tokens pick experts (model.md eq. 2.14b); None: uniform
     decisions: dict[str, list[Any]] = Field(default_factory=dict)
 
     @property

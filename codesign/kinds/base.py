@@ -354,3 +354,28 @@ def register(cls: type[Problem]) -> type[Problem]:
     """Class decorator: make ``cls`` the problem class of instance files with ``kind = cls.kind``."""
     _KINDS[cls.kind] = cls
     return cls
+
+
+class InstanceProblem(Problem):
+    """A problem that wraps one validated instance record of its kind (``inst``).
+
+    A subclass names its loaders as class attributes, so loading is written once:
+    ``load_instance(name_or_path, calibration=)`` and
+    ``instance_from_data(raw, source=, calibration=)``, each returning a record with ``spec``,
+    ``source`` and ``calibration``.
+    """
+
+    load_instance: ClassVar[Callable[..., Any]]
+    instance_from_data: ClassVar[Callable[..., Any]]
+
+    def __init__(self, inst: Any):
+        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
+        self.inst = inst
+
+    @classmethod
+    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Problem:
+        return cls(cls.load_instance(str(path), calibration=calibration))
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> Problem:
+        return cls(cls.instance_from_data(data, source=source, calibration=calibration))

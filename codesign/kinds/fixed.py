@@ -14,12 +14,10 @@ import copy
 from abc import abstractmethod
 from collections.abc import Callable
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar
 
 from codesign.errors import InputError
-from codesign.kinds.base import BruteForce, Problem, Sense
-from codesign.model.calibration import CalibrationSet
+from codesign.kinds.base import BruteForce, InstanceProblem, Sense
 from codesign.proof.driver import solve
 
 #: CP-SAT's largest integer coefficient for these MIPs. The period enters the energy objective
@@ -36,12 +34,9 @@ BACKEND_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-class FixedHardwareProblem(Problem):
+class FixedHardwareProblem(InstanceProblem):
     """A problem whose hardware is fixed by the file (wraps a ``FamilyInstance``)."""
 
-    #: ``load(name_or_path, calibration=)`` and ``from_data(raw, source=, calibration=)`` of the kind
-    load_instance: ClassVar[Callable[..., Any]]
-    instance_from_data: ClassVar[Callable[..., Any]]
     #: the instance's numbers from its validated instance (``build_problem`` of the kind's model)
     build_model: ClassVar[Callable[[Any], Any]]
     #: sequences whose tokens one internal time unit serves (tokens/s = batch / internal)
@@ -53,18 +48,6 @@ class FixedHardwareProblem(Problem):
     #: CP-SAT proves these assignment MIPs as fast as HiGHS or faster (placements: 0.8 s vs 13.5 s on
     #: qwen3-235b-fragmented32; HiGHS unproven after 120 s on its energy variant, CP-SAT 12 s)
     default_solver: ClassVar[str] = "cpsat"
-
-    def __init__(self, inst: Any):
-        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
-        self.inst = inst
-
-    @classmethod
-    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> FixedHardwareProblem:
-        return cls(cls.load_instance(str(path), calibration=calibration))
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> FixedHardwareProblem:
-        return cls(cls.instance_from_data(data, source=source, calibration=calibration))
 
     @cached_property
     def model(self) -> Any:

@@ -10,7 +10,6 @@ import math
 import time
 from functools import cached_property
 from itertools import combinations_with_replacement
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +21,7 @@ from codesign.kinds.base import (
     BruteForce,
     DecisionInfo,
     Formulation,
+    InstanceProblem,
     Lint,
     Problem,
     Sense,
@@ -32,7 +32,6 @@ from codesign.kinds.dlrm.formulation import build_dlrm
 from codesign.kinds.dlrm.spec import OBJECTIVES, dlrm_from_data, load_dlrm
 from codesign.kinds.fixed import BACKEND_OPTIONS
 from codesign.kinds.mapping.render import host_term_lints
-from codesign.model.calibration import CalibrationSet
 from codesign.model.dlrm import (
     DlrmProblem,
     build_problem,
@@ -49,7 +48,7 @@ CHUNK = 20_000
 
 
 @register
-class Dlrm(Problem):
+class Dlrm(InstanceProblem):
     """A DLRM instance: wraps :data:`codesign.kinds.dlrm.spec.DlrmInstance`."""
 
     kind: ClassVar[str] = "dlrm"
@@ -58,17 +57,8 @@ class Dlrm(Problem):
     #: pf-dlrm-consistent 1.4 s against HiGHS's 7.7 s, pf-dlrm-paper 1.4 s against 2.4 s)
     default_solver: ClassVar[str] = "cpsat"
 
-    def __init__(self, inst: Any):
-        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
-        self.inst = inst
-
-    @classmethod
-    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Dlrm:
-        return cls(load_dlrm(str(path), calibration=calibration))
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> Dlrm:
-        return cls(dlrm_from_data(data, source=source, calibration=calibration))
+    load_instance = staticmethod(load_dlrm)
+    instance_from_data = staticmethod(dlrm_from_data)
 
     @cached_property
     def model(self) -> DlrmProblem:

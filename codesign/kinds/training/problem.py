@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import time
 from functools import cached_property
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,8 +24,8 @@ from codesign.kinds.base import (
     BruteForce,
     DecisionInfo,
     Formulation,
+    InstanceProblem,
     Lint,
-    Problem,
     Sense,
     register,
 )
@@ -34,7 +33,6 @@ from codesign.kinds.fixed import BACKEND_OPTIONS
 from codesign.kinds.training import render
 from codesign.kinds.training.formulation import build_training
 from codesign.kinds.training.spec import build_setup, load_training, training_from_data
-from codesign.model.calibration import CalibrationSet
 from codesign.model.training import (
     CLASSES,
     OBJECTIVES,
@@ -53,22 +51,13 @@ DESIGN_KEYS = ("tp", "pp", "zero", "micro_batch", "recompute", "tp_path", "dp_pa
 
 
 @register
-class Training(Problem):
+class Training(InstanceProblem):
     kind: ClassVar[str] = "training"
     objectives: ClassVar[tuple[str, ...]] = tuple(OBJECTIVES)
     default_solver: ClassVar[str] = "highs"
 
-    def __init__(self, inst: Any):
-        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
-        self.inst = inst
-
-    @classmethod
-    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Training:
-        return cls(load_training(str(path), calibration=calibration))
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> Training:
-        return cls(training_from_data(data, source=source, calibration=calibration))
+    load_instance = staticmethod(load_training)
+    instance_from_data = staticmethod(training_from_data)
 
     @cached_property
     def setup(self):

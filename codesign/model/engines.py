@@ -1,0 +1,205 @@
+"""Serving-engine profiles: the rules of one engine release, kept out of the physics.
+
+A profile is one TOML file ``instances/catalog/engines/<name>.toml``. It states, for the engine it
+names, the rules the model applies on top of the engine-free physics:
+
+- ``max_batch_size``: sequences one executor runs at most when the engine's own build is not
+  known (a cap on the batch; per executor, so per micro-batch and per attention-DP rank);
+- ``max_num_tokens``: tokens one iteration may carry (model.md eq. 4.19);
+- ``decoder_state``: ``"trtllm"`` charges each sequence slot the decoding state TensorRT-LLM's
+  runtime allocates before it sizes the KV cache (``schedule.decoder_state_per_slot_B``, eq.
+  4.14b); ``"none"`` charges none;
+- ``kv_cache``: the KV cache's precision when a workload does not state one: ``"fp8-for-fp8-fp4"``
+  (FP8 for FP8 and NVFP4 checkpoints) or ``"weights"`` (the weights' math precision);
+- ``allreduce``: the TP all-reduce profile (``system.allreduce``: nccl, fastest or one pinned);
+- ``ep_dispatch``: how MoE tokens reach their experts under EP: ``"gather"`` (every rank gathers
+  every token) or ``"fewer-bytes"`` (all-to-all where it moves fewer bytes, EP > top-k: eq. 4.6a).
+
+Every rule a file gives cites its source in ``[sources]`` (``rule = "owner/repo@commit:path ..."``)
+or states why its value is assumed in ``[assumed]``; a rule the file leaves out is unknown and is
+not applied. ``[[tier]]`` tables override rules for chips with less memory than ``below_GiB`` (or
+whose id contains one of ``chips``): the first tier that matches applies. ``extends`` names a
+profile whose rules this one starts from (a variant: one rule changed).
+
+"No engine" (:data:`PHYSICS`) applies none of these rules but ``decoder_state``, which every
+instance has been charged since eq. 4.14b (docs/instance-file.md, ``system.engine``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import InputError, did_you_mean
+from codesign.paths import catalog_dir
+from codesign.model.topology import ALLREDUCE_MODES
+from codesign.schema import load_toml
+
+RULES = ("max_batch_size", "max_num_tokens", "decoder_state", "kv_cache", "allreduce", "ep_dispatch")
+_CHOICES = {"decoder_state": ("trtllm", "none"), "kv_cache": ("fp8-for-fp8-fp4", "weights"),
+            "ep_dispatch": ("gather", "fewer-bytes")}
+_KEYS = {"name", "description", "extends", "sources", "assumed", "tier", *RULES}
+#: weight precisions whose checkpoints a "fp8-for-fp8-fp4" engine serves with an FP8 KV cache
+FP8_KV_PRECISIONS = ("fp8", "fp4")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules of one profile on one chip; None: unknown (not applied)."""
+
+    engine: str | None = None
+    max_batch_size: int | None = None
+    max_num_tokens: int | None = None
+    decoder_state: str = "trtllm"
+    kv_cache: str = "weights"
+    allreduce: str | None = None
+    ep_dispatch: str | None = None
+
+    def kv_precision(self, precision: str, stated: str | None, weight_only: dict[str, str]) -> str:
+        """The KV cache's precision: the one stated, else this engine's rule (``weight_only``:
+        a weight-only format's 16-bit math precision)."""
+        if stated:
+            return stated
+        if self.kv_cache == "fp8-for-fp8-fp4" and precision in FP8_KV_PRECISIONS:
+            return "fp8"
+        return weight_only.get(precision, precision)
+
+
+#: no engine: the physics alone (the decoding state per sequence stays charged, see module doc)
+PHYSICS = Rules()
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    rules: dict[str, Any]
+    tiers: tuple[tuple[float | None, tuple[str, ...], dict[str, Any]], ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+    assumed: tuple[tuple[str, str], ...] = ()
+
+    def for_chip(self, chip_id: str | None = None, memory_GiB: float | None = None) -> Rules:
+        """The profile's rules on a chip (its tiers applied; no chip: the base rules)."""
+        rules = dict(self.rules)
+        if chip_id is not None or memory_GiB is not None:
+            for below, chips, over in self.tiers:
+                small = below is not None and memory_GiB is not None and memory_GiB < below
+                if small or any(c in (chip_id or "") for c in chips):
+                    rules.update(over)
+                    break
+        return replace(PHYSICS, engine=self.name, **rules)
+
+
+def engines_dir() -> Path:
+    return catalog_dir("engines")
+
+
+def known_engines() -> list[str]:
+    return sorted(p.stem for p in engines_dir().glob("*.toml"))
+
+
+def load_engine(name: str) -> Profile:
+    """The profile ``name`` (InputError listing the known ones if there is none)."""
+    return _load(name, ())
+
+
+@cache
+def _load(name: str, seen: tuple[str, ...]) -> Profile:
+    known = known_engines()
+    if not isinstance(name, str) or name not in known:
+        raise InputError(f"unknown engine {name!r}", key="engine", value=name,
+                         expected="one of: " + ", ".join(known), suggestion=did_you_mean(str(name), known))
+    if name in seen:
+        raise InputError(f"engine profiles extend each other in a cycle: {' -> '.join((*seen, name))}")
+    path = engines_dir() / f"{name}.toml"
+    data = load_toml(path)
+    stray = sorted(set(data) - _KEYS)
+    if stray:
+        raise InputError("unknown key in an engine profile", file=path, key=stray[0],
+                         expected="one of: " + ", ".join(sorted(_KEYS)), suggestion=did_you_mean(stray[0], _KEYS))
+    base = _load(data["extends"], (*seen, name)) if "extends" in data else None
+    rules = {**(base.rules if base else {}), **_rules(path, "", data)}
+    sources = {**dict(base.sources if base else ()), **_texts(path, data, "sources")}
+    assumed = {**dict(base.assumed if base else ()), **_texts(path, data, "assumed")}
+    tiers = base.tiers if base else ()
+    if "tier" in data:
+        tiers = tuple(_tier(path, i, t) for i, t in enumerate(data["tier"]))
+    for rule in {*rules, *(r for _, _, over in tiers for r in over)}:
+        if rule not in sources and rule not in assumed:
+            raise InputError("an engine rule without a source", file=path, key=rule,
+                             expected=f"[sources] {rule} = \"owner/repo@commit:path ...\" or [assumed] {rule} = \"why\"")
+    if data.get("name", name) != name:
+        raise InputError("an engine profile's name is its file name", file=path, key="name", value=data.get("name"),
+                         expected=name)
+    return Profile(name, str(data.get("description", "")), rules, tiers, tuple(sources.items()),
+                   tuple(assumed.items()))
+
+
+def _rules(path: Path, prefix: str, data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for rule in RULES:
+        if rule not in data:
+            continue
+        v = data[rule]
+        if rule in ("max_batch_size", "max_num_tokens"):
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            expected = "a positive integer"
+        elif rule == "allreduce":
+            ok, expected = v in ALLREDUCE_MODES, "one of: " + ", ".join(ALLREDUCE_MODES)
+        else:
+            ok, expected = v in _CHOICES[rule], "one of: " + ", ".join(_CHOICES[rule])
+        if not ok:
+            raise InputError("malformed engine rule", file=path, key=prefix + rule, value=v, expected=expected)
+        out[rule] = v
+    return out
+
+
+def _texts(path: Path, data: dict[str, Any], key: str) -> dict[str, str]:
+    table = data.get(key, {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) and v.strip() for v in table.values()):
+        raise InputError(f"[{key}] maps a rule to a text", file=path, key=key)
+    stray = sorted(set(table) - set(RULES))
+    if stray:
+        raise InputError(f"[{key}] names no rule", file=path, key=f"{key}.{stray[0]}", expected=", ".join(RULES))
+    return dict(table)
+
+
+def _tier(path: Path, i: int, t: Any) -> tuple[float | None, tuple[str, ...], dict[str, Any]]:
+    where = f"tier[{i}]."
+    if not isinstance(t, dict) or sorted(set(t) - {"below_GiB", "chips", *RULES}):
+        raise InputError("malformed engine tier", file=path, key=f"tier[{i}]",
+                         expected="below_GiB = n, chips = [\"a100\"], and rules")
+    below, chips = t.get("below_GiB"), t.get("chips", [])
+    if (below is not None and not (isinstance(below, int | float) and below > 0)) or not isinstance(chips, list):
+        raise InputError("malformed engine tier", file=path, key=f"tier[{i}]", value=t,
+                         expected="below_GiB a positive number, chips a list of chip-id parts")
+    return below, tuple(str(c) for c in chips), _rules(path, where, t)
+
+
+def rules_of(name: str | None, chip_id: str | None = None, memory_GiB: float | None = None) -> Rules:
+    """The rules of engine ``name`` on a chip; None: :data:`PHYSICS`."""
+    return PHYSICS if name is None else load_engine(name).for_chip(chip_id, memory_GiB)
+
+
+def instance_rules(inst: Any) -> Rules:
+    """The rules of an instance's ``system.engine`` (None: :data:`PHYSICS`), on its catalog chips;
+    InputError if the engine's rules differ between them (a tier). A 3D-stacked family has no
+    catalog chip: the profile's base rules."""
+    name = getattr(inst.system, "engine", None)
+    if name is None:
+        return PHYSICS
+    profile = load_engine(name)
+    hw = inst.hardware
+    if hw.family != "catalog":
+        return profile.for_chip()
+    from codesign.catalog import load_chip
+
+    chips = [hw.chip] if hw.chip is not None else list(hw.decisions.get("chip", []))
+    found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB) for c in chips}
+    if len(found) > 1:
+        raise InputError(f"engine {name!r} has other rules on some of the chips ({', '.join(chips)})",
+                         key="system.engine", value=name, expected="chips on which the engine's rules agree",
+                         suggestion="solve each chip as its own instance")
+    return found.pop()

@@ -94,3 +94,58 @@ def generate_mapping(
     if tpot_s is not None:
         data["budgets"] = {"tpot_s": tpot_s}
     return data
+
+
+#: the chips a joint instance's stage groups choose from (Hopper and Blackwell, 700 W and 1,000 W)
+JOINT_CHIPS = ("h100-sxm", "h200-sxm", "b200")
+
+
+def generate_joint(
+    *,
+    devices: int = 8,
+    groups: int = 4,
+    chips: tuple[str, ...] = JOINT_CHIPS,
+    workload: str = "dense-1t",
+    modules: int | list[int] = 8,
+    ports: int | list[int] = 1,
+    host_GiB: float = 0.0,
+    tiers: tuple[str, ...] = ("local", "host", "pool"),
+    batch_per_stage: int = 8,
+    context_tokens: int = 8192,
+    power_W_per_device: float | None = 875.0,
+    tpot_s: float | None = None,
+    port_static_power_W: float = 5.04,
+    objective: str = "energy_per_token_J",
+    name: str | None = None,
+) -> dict[str, Any]:
+    """A joint (hardware and mapping) pipeline instance (formulations/mapping.md §4): ``devices``
+    stages in ``groups`` consecutive groups of near-equal size, each group's chip a decision over
+    ``chips`` (``len(chips) ** groups`` chip assignments), optionally the module count and the ports
+    per device as decisions too (lists), under a provisioned-power envelope of
+    ``power_W_per_device x devices`` (875 W: at most half the devices on 1,000 W chips when the
+    others take 700 W ones) and an optional tpot budget.
+
+    The mapping is :func:`generate_mapping`'s (a single pipeline, so ``devices`` is at most the
+    workload's layer count); the lasers' static power defaults to the Photonic Fabric Link's 5.04 W
+    per lit port (as in the named joint instances).
+    """
+    if not 1 <= groups <= devices:
+        raise ValueError("need 1 <= groups <= devices")
+    data = generate_mapping(devices=devices, modules=max(modules) if isinstance(modules, list) else modules,
+                            workload=workload, chips=tuple(f"g{i}" for i in range(groups)), ports=1,
+                            host_GiB=host_GiB, batch_per_stage=batch_per_stage, context_tokens=context_tokens,
+                            weights=tiers, kv=tiers, objective=objective, tpot_s=tpot_s,
+                            name=name or f"joint-{workload}-{devices}d-{groups}g")
+    for g in data["devices"]:  # the placeholder chip ids above only named and sized the groups
+        g["name"], g["chip"] = g["chip"], list(chips) if len(chips) > 1 else chips[0]
+        g["pool_ports"] = ports if "appliance" in data else 0
+    if "appliance" in data:
+        data["appliance"]["modules"] = modules
+        data["appliance"]["port_static_power_W"] = port_static_power_W
+    if power_W_per_device is not None:
+        data.setdefault("budgets", {})["power_W"] = power_W_per_device * devices
+    data["description"] = (f"generated joint instance: {workload} over {devices} pipeline stages in {groups} groups, "
+                           f"each group's chip one of {', '.join(chips)}; modules {modules}, ports {ports}")
+    data["provenance"] = ("codesign.kinds.mapping.generate.generate_joint; figures from the catalog (chips, Photonic "
+                          "Fabric appliance); 5.04 W per lit port as in the named joint instances")
+    return data

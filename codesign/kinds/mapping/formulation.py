@@ -20,6 +20,7 @@ Units inside the MIP: time in microseconds, bytes in GB (capacity rows), energy 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,8 +44,10 @@ RELAX = 1 + FEASIBILITY_RTOL
 CUTOFF_MARGIN = 1e-6
 BYTE_UNIT = 1e9
 ENERGY_UNIT_J = 1e-3
-#: ``extend(mip, a, T, t_ub)`` of :func:`build_mapping` -> (variables, coefficients) of energy per token
-Extension = Callable[[MIP, dict[tuple[int, int], int], int, float], tuple[list[int], list[float]]]
+#: ``extend(mip, a, T, t_ub, port_load)`` of :func:`build_mapping` -> (variables, coefficients) of energy
+#: per token; ``port_load[j]`` is module j's port load (9.7) in µs as (variables, coefficients)
+Extension = Callable[[MIP, dict[tuple[int, int], int], int, float, dict[int, tuple[list[int], list[float]]]],
+                     tuple[list[int], list[float]]]
 
 
 @dataclass
@@ -153,6 +156,22 @@ def time_cap_s(p: MappingProblem) -> float:
     return min(generic, cap * (1 + CUTOFF_MARGIN))
 
 
+def budget_time_cap_s(p: MappingProblem) -> float:
+    """The period every feasible design meets by its budgets (inf: none bounds it): the tpot budget,
+    ``D·T <= budget``, and each metric budget with a time metric, ``Σ c·metric <= rhs`` with every
+    coefficient and metric positive, so its time terms alone are at most the limit. Each carries
+    the model's tolerance, as its row does. Valid for every feasible design (not just an optimum)."""
+    cap = math.inf
+    if p.tpot_budget_s is not None:
+        cap = p.tpot_budget_s * RELAX / p.stages
+    for b in p.budgets:
+        per_T = sum(c * (1.0 / p.micro_batch if metric == "time_per_token_s" else float(p.stages))
+                    for metric, c in b.coefs if metric != "energy_per_token_J")
+        if per_T > 0:
+            cap = min(cap, max(b.rhs + BUDGET_RTOL * abs(b.rhs), 0.0) / per_T)
+    return cap
+
+
 def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s: float | None = None,
                   chips: ChipOptions | None = None) -> MappingMIP:
     """The MIP of ``p``; ``extend`` adds rows over the attachment and the period and returns terms of
@@ -163,7 +182,7 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
     D, L, lay = p.stages, p.layers, p.layer
     nmax = L - D + 1
     tau = TIME_UNIT_S
-    t_ub = (time_cap_s(p) if t_cap_s is None else t_cap_s) / tau
+    t_ub = min(time_cap_s(p) if t_cap_s is None else t_cap_s, budget_time_cap_s(p)) / tau
 
     n = [mip.add_var(f"n[{d}]", 1, nmax, integer=True) for d in range(D)]
     mip.add_row("layers", n, np.ones(D), lb=L, ub=L)
@@ -272,6 +291,9 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
                 idx, val = read_terms(d, pool_by_module[j])
                 if idx:
                     mip.add_row(f"link[{d},{j}]", [M, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+                    if (d, j) in a:  # valid cut: a link's time is at most M <= stage <= T <= t_ub, 0 unattached
+                        mip.add_row(f"link-attached[{d},{j}]", [*idx, a[d, j]],
+                                    [v / p.port_Bps / tau for v in val] + [-t_ub], ub=0)
                     every_idx += idx
                     every_val += val
             if every_idx:
@@ -339,6 +361,7 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
                     val.append(per / BYTE_UNIT)
         if idx:
             mip.add_row(f"capacity-{p.tiers[t].label}", idx, val, ub=p.tiers[t].capacity_B * RELAX / BYTE_UNIT)
+    port_load: dict[int, tuple[list[int], list[float]]] = {}
     if p.modules and not p.paper_mode:
         all_idx: list[int] = []
         all_val: list[float] = []
@@ -350,7 +373,8 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
                 idx += i2
                 val += v2
             if idx:
-                mip.add_row(f"port[{j}]", [T, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+                port_load[j] = (idx, [v / p.port_Bps / tau for v in val])
+                mip.add_row(f"port[{j}]", [T, *idx], [1.0] + [-v for v in port_load[j][1]], lb=0)
                 all_idx += idx
                 all_val += val
         if all_idx:
@@ -362,7 +386,7 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
 
     energy = _energy_per_token(p, terms, n, cw, ck, T)
     if extend is not None:
-        e_idx, e_val = extend(mip, a, T, t_ub)
+        e_idx, e_val = extend(mip, a, T, t_ub, port_load)
         energy = (energy[0] + e_idx, energy[1] + e_val, energy[2])
     for b in p.budgets:
         add_budget(mip, p, b, energy, T)

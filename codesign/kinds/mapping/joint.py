@@ -269,7 +269,8 @@ def formulate(prob: Any) -> Formulation:
     budget = prob.problem_at(space.largest()).power_budget_W
     y: dict[tuple[str, int], int] = {}
 
-    def extend(mip: MIP, a: dict[tuple[int, int], int], T: int, t_ub: float) -> tuple[list[int], list[float]]:
+    def extend(mip: MIP, a: dict[tuple[int, int], int], T: int, t_ub: float,
+               port_load: dict[int, tuple[list[int], list[float]]]) -> tuple[list[int], list[float]]:
         # (name, values, static W, provisioned W) per one-hot family
         families: list[tuple[str, tuple[Any, ...], list[float], list[float]]] = []
         if space.modules:
@@ -324,6 +325,11 @@ def formulate(prob: Any) -> Formulation:
                 exists = [y["modules", k] for k, m in enumerate(space.modules) if m > j]
                 if len(exists) < len(space.modules):
                     mip.add_row(f"module-exists[{d},{j}]", [var, *exists], [1.0] + [-1.0] * len(exists), ub=0)
+            # valid cut: a module's port load is at most T <= t_ub, and 0 when the module does not exist
+            for j, (l_idx, l_val) in port_load.items():
+                exists = [y["modules", k] for k, m in enumerate(space.modules) if m > j]
+                if len(exists) < len(space.modules):
+                    mip.add_row(f"port-exists[{j}]", [*l_idx, *exists], [*l_val, *([-t_ub] * len(exists))], ub=0)
         start = 0
         for g, opts in space.ports.items():
             for d in range(start, start + space.counts[g]):

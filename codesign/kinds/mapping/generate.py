@@ -106,6 +106,7 @@ def generate_joint(
     groups: int = 4,
     chips: tuple[str, ...] = JOINT_CHIPS,
     workload: str = "dense-1t",
+    layers: int | None = None,
     modules: int | list[int] = 8,
     ports: int | list[int] = 1,
     host_GiB: float = 0.0,
@@ -132,7 +133,7 @@ def generate_joint(
     if not 1 <= groups <= devices:
         raise ValueError("need 1 <= groups <= devices")
     data = generate_mapping(devices=devices, modules=max(modules) if isinstance(modules, list) else modules,
-                            workload=workload, chips=tuple(f"g{i}" for i in range(groups)), ports=1,
+                            layers=layers, workload=workload, chips=tuple(f"g{i}" for i in range(groups)), ports=1,
                             host_GiB=host_GiB, batch_per_stage=batch_per_stage, context_tokens=context_tokens,
                             weights=tiers, kv=tiers, objective=objective, tpot_s=tpot_s,
                             name=name or f"joint-{workload}-{devices}d-{groups}g")

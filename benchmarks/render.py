@@ -554,6 +554,9 @@ def render(named: dict | None, scaling: dict | None, tables: str, mapping: dict 
     fills.update({**named_section(sn), **mapping_section(ms, full, wk), **exactness_section(stress, sym, expl),
                   **solver_section(sn, ms), **sweep_section(read("sweep.json")),
                   **pareto_section(read("pareto.json"))})
+    from joint_scaling import section as joint_scaling_section  # (imports the package: only here)
+
+    fills.update(joint_scaling_section(read("joint_scaling.json")))
     if sn and named:  # are §3's optima the model's of today (§1's)?
         today = {r["instance"]: r["solvers"][next(iter(r["solvers"]))]["objective"] for r in sn["results"]}
         same = [abs(r["optimum"] / today[r["instance"]] - 1) <= 2e-6 for r in named["results"]

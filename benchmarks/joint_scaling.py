@@ -358,7 +358,10 @@ def section(doc: dict[str, Any] | None) -> dict[str, str]:
         if tp:
             n = len(tp["seeds"])
             fast = tp["fastest_within_1pct_s"]
-            t_cell = f"{tp['within_1pct']}/{n} seeds in {tp['budget_s']:.0f} s" + (f", fastest {fast:.1f} s" if fast else "")
+            gaps = [x["gap_at_end"] for x in tp["seeds"] if x["gap_at_end"] is not None]
+            t_cell = (f"{tp['within_1pct']}/{n} seeds in {tp['budget_s']:.0f} s" + (f", fastest {fast:.1f} s" if fast else "")
+                      + (f"; best seed's gap at the end {min(gaps) * 100:.1f} %" if gaps and not fast else "")
+                      + (f"; {n - len(gaps)} found no feasible design" if len(gaps) < n else ""))
             if fast:
                 tr = f"{tp['ratio_fastest_to_codesign']:.1f}×"
             else:

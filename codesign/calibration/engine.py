@@ -49,7 +49,9 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
     raw = {
         "name": as_name(f"validate-{row.id}"),  # a row id may hold any character; a name may not
         "description": f"measurement row {row.id}",
-        "system": {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size},
+        "system": {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size,
+                   # the row's engine's all-reduce profile (codesign.model.engines), else NCCL's
+                   **({} if row.rules.allreduce is None else {"allreduce": row.rules.allreduce})},
         "hardware": {"family": "catalog", "chip": row.gpu},
         "workloads": [
             {
@@ -63,10 +65,11 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
                 **({} if row.engine_max_tokens is None else {"max_tokens_per_iteration": row.engine_max_tokens}),
                 "decisions": {"tp": [row.tp], "pp": [row.pp], "ep": [row.ep], "batch": [int(batch)],
                               **({"attention_dp": [True]} if row.attention_dp_on else {}),
-                              # TensorRT-LLM 1.0 sends MoE tokens by all-to-all only over multi-node
-                              # NVLink (CutlassFusedMoE.enable_alltoall: MnnvlMemory.supports_mnnvl());
-                              # the measured systems have none, so they gather (model.md eq. 4.6a)
-                              **({"ep_all_to_all": [False]} if row.ep > 1 else {})},
+                              # the engine's EP dispatch: a gather (TensorRT-LLM 1.0 sends MoE tokens by
+                              # all-to-all only over multi-node NVLink, which the measured systems lack),
+                              # unless its profile sends them where that moves fewer bytes (eq. 4.6a)
+                              **({"ep_all_to_all": [False]}
+                                 if row.ep > 1 and row.rules.ep_dispatch != "fewer-bytes" else {})},
             }
         ],
     }
@@ -167,8 +170,9 @@ def footprint(row: Row, *, calibration: CalibrationSet | None = None) -> Footpri
 def engine_state_B(row: Row) -> float:
     """Bytes per device the row's engine allocates for its ``engine_max_batch`` sequence slots
     before sizing the KV cache (``decoder_state_per_slot_B`` at max_seq_len = ISL + OSL, the
-    engine's under a ``--dataset`` build); 0 if the row's engine is unknown."""
-    if row.engine_max_batch is None:
+    engine's under a ``--dataset`` build); 0 if the row's engine is unknown or its profile charges no
+    such state (``decoder_state = "none"``)."""
+    if row.engine_max_batch is None or row.rules.decoder_state == "none":
         return 0.0
     # a device holds its own executor's slots: under attention DP each rank has its own
     # max_batch_size (``engine_cap`` multiplies the replica's batch by TP, not the state); with

@@ -286,6 +286,7 @@ def fit_calibration(
     families: Sequence[str] | None = None,
     pooled: bool = True,
     progress: Callable[[str], None] | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """Fit the calibration per chip family on the split's ``fit`` rows (and, with ``pooled`` and
     every family, one calibration on all of them together for the chips of unmeasured families,
@@ -299,7 +300,7 @@ def fit_calibration(
     values meant for each of its chips' table. ``progress`` is told each group before its fit.
     """
     calibration = shipped() if calibration is None else calibration
-    rows = read_rows(csv_path)[0]
+    rows = read_rows(csv_path, engine=engine)[0]
     labels = read_split(split_file) if split_file is not None else {r.id: split_of(r.id) for r in rows}
     usable = [r for r in rows if skip_reason(r) is None and r.id in labels]
     by_fam: dict[str, list[Row]] = defaultdict(list)

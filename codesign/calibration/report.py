@@ -241,6 +241,7 @@ def run_validation(
     max_batch_cap: int | None = ENGINE_MAX_BATCH,
     calibration: CalibrationSet | None = None,
     progress: Callable[[str], None] | None = None,
+    engine: str | None = None,
 ) -> ValidationReport:
     """Predict every row of a measurements CSV with the model under ``calibration`` (None: the
     shipped one).
@@ -248,13 +249,14 @@ def run_validation(
     ``by``: row fields the groups are keyed on. ``split_file``: labels rows ``fit``/``held-out``
     (ignored if the file does not exist; ``None`` for no labels). With the default split file, a
     calibration that records a fit on this very file with the id-hash split labels its rows by
-    that rule. ``progress`` is told each row's number before it is predicted.
+    that rule. ``progress`` is told each row's number before it is predicted. ``engine`` names every
+    row's engine profile (``--engine``; None: each row's own, ``rows.read_rows``).
     """
     calibration = shipped() if calibration is None else calibration
     bad_by = [k for k in by if k not in GROUP_FIELDS]
     if bad_by:
         raise InputError("unknown grouping field", key="--by", value=bad_by, expected=f"some of {', '.join(GROUP_FIELDS)}")
-    rows, malformed = read_rows(csv_path)
+    rows, malformed = read_rows(csv_path, engine=engine)
     labels: dict[str, str] = {}
     used_split = None
     default = split_file is not None and Path(split_file) == DEFAULT_SPLIT

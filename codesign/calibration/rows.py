@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codesign.catalog import resolve_chip
+from codesign.catalog import load_chip, resolve_chip
 from codesign.errors import InputError
 from codesign.jsonio import read_json, write_json_atomic
-from codesign.model.units import kv_precision_of
+from codesign.model.engines import PHYSICS, Rules, load_engine
+from codesign.model.units import WEIGHT_ONLY_KV_PRECISION, kv_precision_of
 from codesign.model.workload import resolve_workload
 from codesign.paths import instances_dir
 from codesign.schema import MAX_STRING, input_text, read_input
@@ -33,7 +34,7 @@ METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "itl_
 #: the columns every measurements file has (the others are optional)
 REQUIRED_COLUMNS = ("id", "model", "gpu", "num_gpus", "tp", "isl", "osl", "metric", "value")
 OPTIONAL_COLUMNS = ("pp", "ep", "attention_dp", "precision", "kv_precision", "concurrency", "unit", "source",
-                    "num_requests", "max_batch_size", "max_num_tokens")
+                    "num_requests", "max_batch_size", "max_num_tokens", "engine")
 INT_FIELDS = ("num_gpus", "tp", "pp", "ep", "attention_dp", "isl", "osl")
 _DEFAULT_ONE = ("pp", "ep", "attention_dp")
 
@@ -97,6 +98,11 @@ class Row:
     #: the file's own names where they differ from the catalog ids read for them
     #: (``resolve_names``), e.g. ``{"model": "meta-llama/Llama-3.1-70B-Instruct"}``
     named_as: tuple[tuple[str, str], ...] = ()
+    #: the engine profile the row was measured with (``codesign.model.engines``): the ``--engine``
+    #: option, else the CSV's ``engine``, else its source's in ``benchmark_engines.toml``; None if unknown
+    engine: str | None = None
+    #: that profile's rules on the row's chip (PHYSICS if the engine is unknown)
+    rules: Rules = PHYSICS
 
     @property
     def dp(self) -> int:
@@ -122,7 +128,9 @@ class Row:
             return None
         if self.own_engine_cap is not None:
             return self.own_engine_cap
-        return cap * (self.tp if self.attention_dp_on else 1)
+        # a row of a known engine: its profile's maximum batch (None: the profile has none)
+        base = cap if self.engine is None else self.rules.max_batch_size
+        return None if base is None else base * (self.tp if self.attention_dp_on else 1)
 
     @property
     def own_engine_cap(self) -> int | None:
@@ -234,6 +242,8 @@ class BenchmarkEngines:
     engines: dict[tuple[str, int], dict[str | int, tuple[int, int]]]
     #: the tokens per iteration of a layout the table lacks (None: unknown, no budget)
     default_max_tokens: int | None = None
+    #: the engine profile the benchmark ran (``codesign.model.engines``), None if not known
+    engine: str | None = None
 
     def limits(self, model: str, tp: int, pp: int, max_seq_len: int) -> tuple[int, int] | None:
         """(max_batch_size, max_num_tokens) of the table's engine for the layout, None if it has none."""
@@ -252,7 +262,8 @@ class BenchmarkEngines:
 _ENGINES_EXPECTED = ('[[benchmark]] source = "owner/repo@commit:path", [default_max_batch_size = n,] '
                      '[benchmark.engines."<HF model>"] tp<N> = { general = [max_batch_size, max_num_tokens], '
                      '<max_seq_len> = [...] }')
-_ENGINE_KEYS = {"source", "cite", "table_source", "default_max_batch_size", "default_max_num_tokens", "engines"}
+_ENGINE_KEYS = {"source", "cite", "table_source", "default_max_batch_size", "default_max_num_tokens", "engines",
+                "engine"}
 
 
 def _positive(v: Any) -> bool:
@@ -283,7 +294,14 @@ def read_benchmark_engines(path: str | Path | None = None) -> list[BenchmarkEngi
             raise InputError("a benchmark entry needs a source (text) and an engines table (and, if given, a "
                              "positive default_max_batch_size and default_max_num_tokens)", file=path, key=key,
                              expected=_ENGINES_EXPECTED)
-        out.append(BenchmarkEngines(source, default, _engine_models(path, key, models), default_tokens))
+        engine = entry.get("engine")
+        if engine is not None:
+            try:
+                load_engine(engine)
+            except InputError as exc:
+                raise InputError(exc.message, file=path, key=f"{key}.engine", value=engine, expected=exc.expected,
+                                 suggestion=exc.suggestion) from None
+        out.append(BenchmarkEngines(source, default, _engine_models(path, key, models), default_tokens, engine))
     return sorted(out, key=lambda e: -len(e.source))
 
 
@@ -325,27 +343,30 @@ def _engine_models(path: Path, key: str, models: dict[str, Any]) -> dict[tuple[s
 
 
 def engine_of(source: str, model: str, tp: int, pp: int, isl: int, osl: int,
-              known: list[BenchmarkEngines]) -> tuple[int | None, int | None]:
-    """(``max_batch_size``, ``max_num_tokens``) of the engine the longest source prefix in ``known``
-    lists for the row (its max_seq_len = ISL + OSL), (None, None) if no prefix matches."""
+              known: list[BenchmarkEngines]) -> tuple[int | None, int | None, str | None]:
+    """(``max_batch_size``, ``max_num_tokens``, engine profile) of the engine the longest source
+    prefix in ``known`` lists for the row (its max_seq_len = ISL + OSL), Nones if no prefix matches."""
     for b in known:
         if source.startswith(b.source):
-            return b.max_batch(model, tp, pp, isl + osl), b.max_tokens(model, tp, pp, isl + osl)
-    return None, None
+            return b.max_batch(model, tp, pp, isl + osl), b.max_tokens(model, tp, pp, isl + osl), b.engine
+    return None, None, None
 
 
 # --- reading a measurements file ------------------------------------------------------------------
-def read_rows(csv_path: str | Path) -> tuple[list[Row], list[dict[str, Any]]]:
+def read_rows(csv_path: str | Path, *, engine: str | None = None) -> tuple[list[Row], list[dict[str, Any]]]:
     """Parse a measurements CSV: (typed rows, malformed rows each with its reason). An offline
     row's request count is its ``num_requests`` column or, if empty, that of its ``source`` in
     the shipped table (``benchmark_requests_path``); its engine's limits likewise
-    (``max_batch_size``, ``max_num_tokens``; ``benchmark_engines_path``)."""
+    (``max_batch_size``, ``max_num_tokens``; ``benchmark_engines_path``). ``engine`` (``--engine``)
+    names every row's engine profile, over the CSV's ``engine`` column and the source's."""
+    if engine is not None:
+        load_engine(engine)  # an unknown name: InputError listing the known ones
     known = read_benchmark_requests()
     engines = read_benchmark_engines()
     path = Path(csv_path)
     data = read_input(path, what="measurements file", expected="a CSV file", limit=MAX_CSV_BYTES)
     text = input_text(path, data, what="measurements CSV", expected="a CSV file")
-    return _read_rows(path, text, known, engines)
+    return _read_rows(path, text, known, engines, engine)
 
 
 def _int_field(raw: dict[str, Any], key: str) -> int:
@@ -381,7 +402,8 @@ def _optional_positive(raw: dict[str, Any], key: str, default: int | None) -> in
     return value
 
 
-def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Row], list[dict[str, Any]]]:
+def _read_rows(path: Path, text: str, known: Any, engines: Any,
+               engine: str | None = None) -> tuple[list[Row], list[dict[str, Any]]]:
     rows: list[Row] = []
     bad: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
@@ -402,7 +424,7 @@ def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Ro
                 continue
             first_line[rid] = i + 2
             try:
-                rows.append(_row(rid, raw, known, engines))
+                rows.append(_row(rid, raw, known, engines, engine))
             except (TypeError, ValueError) as exc:
                 bad.append({"id": rid, "reason": f"malformed row: {exc}"})
     except csv.Error as exc:  # a NUL byte, a field over the csv module's limit, ...
@@ -411,7 +433,7 @@ def _read_rows(path: Path, text: str, known: Any, engines: Any) -> tuple[list[Ro
     return rows, bad
 
 
-def _row(rid: str, raw: dict[str, Any], known: Any, engines: Any) -> Row:
+def _row(rid: str, raw: dict[str, Any], known: Any, engines: Any, engine: str | None = None) -> Row:
     """One CSV line as a Row (ValueError naming the column that is malformed)."""
     for column, text in raw.items():  # (a row's id goes into the split file, read with the same limit)
         if isinstance(text, str) and len(text) > MAX_STRING:
@@ -422,13 +444,19 @@ def _row(rid: str, raw: dict[str, Any], known: Any, engines: Any) -> Row:
     ints = {k: _int_field(raw, k) for k in INT_FIELDS}
     model, gpu, precision, named_as = resolve_names(
         str(raw["model"]).strip(), str(raw["gpu"]).strip(), str(raw.get("precision") or "").strip())
+    source = str(raw.get("source") or "").strip()
+    table_mb, table_mt, table_engine = engine_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines)
+    engine = engine or str(raw.get("engine") or "").strip() or table_engine
+    rules = row_rules(engine, gpu)
     kv_text = str(raw.get("kv_precision") or "").strip()
-    kv_precision = PRECISION_ALIASES.get(kv_text.lower(), kv_text.lower()) if kv_text else engine_kv_precision(precision)
+    kv_precision = (PRECISION_ALIASES.get(kv_text.lower(), kv_text.lower()) if kv_text else
+                    engine_kv_precision(precision) if engine is None else
+                    rules.kv_precision(precision, None, WEIGHT_ONLY_KV_PRECISION))
     if kv_text and kv_text != kv_precision:
         named_as = (*named_as, ("kv_precision", kv_text))
     conc = str(raw.get("concurrency") or "").strip()
-    source = str(raw.get("source") or "").strip()
-    table_mb, table_mt = engine_of(source, model, ints["tp"], ints["pp"], ints["isl"], ints["osl"], engines)
+    if table_mt is None:
+        table_mt = rules.max_num_tokens  # the engine's default where the benchmark's build is not known
     return Row(
         id=rid, model=model, gpu=gpu, named_as=named_as, precision=precision, kv_precision=kv_precision,
         metric=str(raw["metric"]).strip(), value=_float_field(raw, "value"),
@@ -437,8 +465,22 @@ def _row(rid: str, raw: dict[str, Any], known: Any, engines: Any) -> Row:
         num_requests=_optional_positive(raw, "num_requests", requests_of(source, ints["isl"], ints["osl"], known)),
         engine_max_batch=_optional_positive(raw, "max_batch_size", table_mb),
         engine_max_tokens=_optional_positive(raw, "max_num_tokens", table_mt),
+        engine=engine, rules=rules,
         **ints,
     )
+
+
+def row_rules(engine: str | None, gpu: str) -> Rules:
+    """The rules of ``engine`` on the chip ``gpu`` (PHYSICS if None; an unknown name is an
+    InputError listing the known ones; a chip the catalog lacks: the profile's base rules)."""
+    if engine is None:
+        return PHYSICS
+    profile = load_engine(engine)
+    try:
+        chip = load_chip(gpu)
+    except InputError:
+        return profile.for_chip()
+    return profile.for_chip(gpu, chip.memory_capacity_GiB)
 
 
 def file_sha256(path: str | Path) -> str:

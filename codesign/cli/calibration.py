@@ -31,6 +31,8 @@ from codesign.model.calibration import shipped_path
 
 #: where the columns of a measurements file are documented
 COLUMNS_DOC = "validation/README.md"
+ENGINE_HELP = ("engine profile of every row (instances/catalog/engines/, e.g. trtllm-0.14, trtllm-1.x, vllm, "
+               "sglang); default: each row's `engine` column, else its source's (benchmark_engines.toml)")
 
 
 @app.command("validate")
@@ -41,6 +43,7 @@ def validate_cmd(
     by: Annotated[str, typer.Option("--by", help="comma-separated row fields to group by")] = "model,gpu",
     split: Annotated[Path | None, typer.Option("--split", help="fit/held-out split JSON (labels rows)")] = None,
     plot_path: Annotated[Path | None, typer.Option("--plot", help="write a predicted-vs-measured PNG")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict measured inference performance with the model; report per-row error and MAPE.
@@ -59,7 +62,7 @@ def validate_cmd(
     kwargs = {} if split is None else {"split_file": split}
     with Progress("validate", quiet=opts.quiet) as progress:
         report = run_validation(csv, tuple(x.strip() for x in by.split(",") if x.strip()),
-                                calibration=opts.calibration, progress=progress.text, **kwargs)
+                                calibration=opts.calibration, progress=progress.text, engine=engine, **kwargs)
     if not report.rows:
         reasons = "; ".join(f"{s['id']}: {s['reason']}" for s in report.skipped[:3])
         raise InputError("the file has no rows" if not report.skipped else
@@ -92,6 +95,7 @@ def calibrate_cmd(
         "--fit-8bit/--no-fit-8bit", help="fit the FP8/INT8 tensor rate's own compute efficiency for chip families whose "
                                          "fit rows run at both an 8-bit and a wider precision; the default, "
                                          "--no-fit-8bit: one compute efficiency for every precision")] = False,
+    engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
     fit_overlap: Annotated[bool, typer.Option(
         "--fit-overlap", help="also fit the overlap of a step's compute and memory streams per family (0..1) instead "
                               "of holding it at 0, the streams adding")] = False,
@@ -120,11 +124,11 @@ def calibrate_cmd(
     with Progress("calibrate", quiet=opts.quiet) as progress:
         fitted = fit_calibration(csv, split, calibration=opts.calibration, pooled=bool(write) or out_file is None,
                                  options=FitOptions(fit_host=fit_host, fit_8bit=fit_8bit, fit_overlap=fit_overlap),
-                                 progress=progress.text)
+                                 progress=progress.text, engine=engine)
     if not fitted:
         if made_split is not None:
             made_split.unlink(missing_ok=True)
-        rows, bad = read_rows(csv)
+        rows, bad = read_rows(csv, engine=engine)
         reasons = sorted({skip_reason(r) or "no row of this family is in the split's fit half" for r in rows}
                          | {b["reason"] for b in bad})
         raise InputError("no row can be fitted", file=csv, value=reasons[:5],

@@ -20,8 +20,8 @@ Rabenseifner & Gropp 2005):
   (network.IN_SWITCH_MIN_RANKS); only where the scale-up switches reduce (interconnect
   ``in_switch_reduction``).
 
-``system.allreduce`` chooses: "nccl" (default) keeps the engine profile the measured rows were
-fitted with; "fastest" takes, per collective (each schedule row and phase), the algorithm of least
+``system.allreduce`` chooses (left out: the one of ``system.engine``'s profile, else "nccl"):
+"nccl" keeps the engine profile the measured rows were fitted with; "fastest" takes, per collective (each schedule row and phase), the algorithm of least
 time on the instance's scale-up link — a min the schedule table evaluates exactly for every
 enumerated schedule, since the link's figures are the same for every hardware design (else an
 InputError); a name pins one. A group spanning domains keeps the hierarchical ring (eq. 3.17). On
@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike
 
 from codesign.errors import InputError
 from codesign.model import network, topology
+from codesign.model.engines import allreduce_mode
 from codesign.model.hardware import hardware_table
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ LINK_COLUMNS = ("s_per_B_scale_up", "s_per_B_scale_up_cross", "s_per_step_scale_
 def plan_of(inst: Instance) -> Plan:
     """The plan of ``inst``; "fastest" and a pinned "in-switch" read the scale-up link off the
     hardware table (one row per chip), which must agree for every design."""
-    mode = topology.allreduce_mode(inst)
+    mode = allreduce_mode(inst)
     dims = topology.torus_dims(inst)
     if mode == "nccl" or (mode != "in-switch" and dims is not None) or mode in ("ring", "two-shot", "one-shot", "tree"):
         return Plan(mode, dims)

@@ -10,7 +10,9 @@ names, the rules the model applies on top of the engine-free physics:
   runtime allocates before it sizes the KV cache (``schedule.decoder_state_per_slot_B``, eq.
   4.14b); ``"none"`` charges none;
 - ``kv_cache``: the KV cache's precision when a workload does not state one: ``"fp8-for-fp8-fp4"``
-  (FP8 for FP8 and NVFP4 checkpoints) or ``"weights"`` (the weights' math precision);
+  (FP8 for FP8 and NVFP4 checkpoints), ``"16-bit"`` (the model's 16-bit activation dtype, BF16, for
+  weights below 16 bit) or ``"weights"`` (the weights' precision, a weight-only format's 16-bit math:
+  the physics' default);
 - ``allreduce``: the TP all-reduce profile (``system.allreduce``: nccl, fastest or one pinned);
 - ``ep_dispatch``: how MoE tokens reach their experts under EP: ``"gather"`` (every rank gathers
   every token) or ``"fewer-bytes"`` (all-to-all where it moves fewer bytes, EP > top-k: eq. 4.6a).
@@ -32,13 +34,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from codesign.catalog import load_chip
 from codesign.errors import InputError, did_you_mean
-from codesign.paths import catalog_dir
+from codesign.model import topology
 from codesign.model.topology import ALLREDUCE_MODES
+from codesign.model.units import BYTES_PER_ELEMENT
+from codesign.paths import catalog_dir
 from codesign.schema import load_toml
 
 RULES = ("max_batch_size", "max_num_tokens", "decoder_state", "kv_cache", "allreduce", "ep_dispatch")
-_CHOICES = {"decoder_state": ("trtllm", "none"), "kv_cache": ("fp8-for-fp8-fp4", "weights"),
+_CHOICES = {"decoder_state": ("trtllm", "none"), "kv_cache": ("fp8-for-fp8-fp4", "16-bit", "weights"),
             "ep_dispatch": ("gather", "fewer-bytes")}
 _KEYS = {"name", "description", "extends", "sources", "assumed", "tier", *RULES}
 #: weight precisions whose checkpoints a "fp8-for-fp8-fp4" engine serves with an FP8 KV cache
@@ -64,6 +69,8 @@ class Rules:
             return stated
         if self.kv_cache == "fp8-for-fp8-fp4" and precision in FP8_KV_PRECISIONS:
             return "fp8"
+        if self.kv_cache == "16-bit" and BYTES_PER_ELEMENT[precision] < 2:
+            return "bf16"
         return weight_only.get(precision, precision)
 
 
@@ -194,8 +201,6 @@ def instance_rules(inst: Any) -> Rules:
     hw = inst.hardware
     if hw.family != "catalog":
         return profile.for_chip()
-    from codesign.catalog import load_chip
-
     chips = [hw.chip] if hw.chip is not None else list(hw.decisions.get("chip", []))
     found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB) for c in chips}
     if len(found) > 1:
@@ -203,3 +208,8 @@ def instance_rules(inst: Any) -> Rules:
                          key="system.engine", value=name, expected="chips on which the engine's rules agree",
                          suggestion="solve each chip as its own instance")
     return found.pop()
+
+
+def allreduce_mode(inst: Any) -> str:
+    """The TP all-reduce of an instance: ``system.allreduce``, else its engine's, else "nccl"."""
+    return topology.allreduce_mode(inst) if inst.system.allreduce else (instance_rules(inst).allreduce or "nccl")

@@ -25,6 +25,7 @@ import numpy as np
 from codesign.errors import InputError
 from codesign.model import topology
 from codesign.model.budgets import FORM_OF, HARDWARE_METRICS, parsed_budgets
+from codesign.model.engines import instance_rules
 from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import PHASES, ScheduleTable, schedule_table, structural_reason
 from codesign.model.workload import load_workload
@@ -383,7 +384,7 @@ def _single(inst: Instance, design: dict[str, Any]) -> tuple[HardwareTable, dict
         s = {d.key: design[d.name] for d in decs}
         why = structural_reason(
             load_workload(w.workload), w, inst.system.devices, inst.system.appliance is not None, s,
-            inst.system.scale_up_domain, topology.torus_dims(inst),
+            inst.system.scale_up_domain, topology.torus_dims(inst), instance_rules(inst).max_batch_size,
         )
         if why:
             problems.append(f"{w.name}: {why}" if len(inst.workloads) > 1 else why)

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesign.model import collectives, network, routing, topology
+from codesign.model.engines import instance_rules
 from codesign.model.hardware import socket_size_of
 from codesign.model.step import attention_side_elements, step_costs
+from codesign.model.units import BYTES_PER_ELEMENT, WEIGHT_ONLY_KV_PRECISION
 from codesign.model.workload import (
     ACTIVATION_BYTES,
     Workload,
@@ -103,7 +105,7 @@ class ScheduleTable:
 
 def structural_reason(
     w: Workload, spec: WorkloadSpec, devices: int, has_pool: bool, s: dict[str, Any], domain: int | None = None,
-    torus: tuple[int, ...] | None = None,
+    torus: tuple[int, ...] | None = None, max_batch: int | None = None,
 ) -> str | None:
     """Why a layout cannot run at all (divisibility and placement rules), or None.
 
@@ -140,6 +142,9 @@ def structural_reason(
         return "an expert-parallel all-to-all needs ep > 1"
     if adp and batch % (tp * pp):
         return f"batch {batch} is not a multiple of tp x pp = {tp * pp} (attention DP: one share per rank and micro-batch)"
+    # the engine's maximum batch per executor (system.engine): one per micro-batch and attention-DP rank
+    if max_batch is not None and batch > max_batch * pp * (tp if adp else 1):
+        return f"batch {batch} exceeds the engine's maximum batch of {max_batch} per executor"
     return None
 
 
@@ -163,7 +168,8 @@ def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray]
         rows = []
         for combo in itertools.product(*[d.domain for d in decs]):
             s = dict(zip(keys, combo, strict=True))
-            if structural_reason(w, spec, devices, has_pool, s, inst.system.scale_up_domain, torus) is None:
+            if structural_reason(w, spec, devices, has_pool, s, inst.system.scale_up_domain, torus,
+                                 instance_rules(inst).max_batch_size) is None:
                 rows.append(combo)
         designs = {
             k: np.array([r[j] for r in rows], dtype=object if isinstance(decs[j].domain[0], str) else None)
@@ -190,14 +196,14 @@ def extra_iterations(tokens: Any, static_iterations: float, budget: int | None) 
 ITERATION_COLUMNS = ("steps_scale_up", "steps_scale_out", "layers", "collective_steps")
 
 
-def _token_budget(spec: WorkloadSpec, f: dict[str, Any], sequences: Any, weights_decode: Any,
+def _token_budget(spec: WorkloadSpec, f: dict[str, Any], engine_tokens: int | None, sequences: Any, weights_decode: Any,
                   w_local: Any) -> None:
     """Charge the iterations the engine's token budget adds (eq. 4.19). ``sequences``
     is the sequences one executor runs per micro-batch (a rank's own share under attention DP).
     A round (phase both) runs OSL iterations statically, its prefill step and OSL - 1 decode steps,
     and needs at least n (ISL + OSL) / T: the extra ones go to its prefill step; a prefill-only
     workload's step needs n ISL / T, a decode-only one's n / T, one iteration statically."""
-    budget = spec.max_tokens_per_iteration
+    budget = spec.max_tokens_per_iteration or engine_tokens  # the workload's, else the engine's
     if budget is None:
         return
     n = sequences
@@ -219,6 +225,7 @@ def _token_budget(spec: WorkloadSpec, f: dict[str, Any], sequences: Any, weights
 
 def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable) -> None:
     d = t.decisions
+    rules = instance_rules(inst)  # the engine's rules (system.engine), none: the physics alone
     tp = d["tp"].astype(float)
     pp = d["pp"].astype(float)
     batch = d["batch"].astype(float)
@@ -246,8 +253,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     top_k = 0 if w.moe is None else w.moe.top_k
     if "ep_all_to_all" in d:  # the instance decides the dataflow (true needs ep > 1, eq. 1.5)
         a2a = np.asarray(d["ep_all_to_all"], dtype=float)
-    else:
-        a2a = ((ep > top_k) & (ep > 1)).astype(float)
+    else:  # the engine's dispatch (system.engine), else the one that moves fewer bytes
+        a2a = ((ep > top_k) & (ep > 1) & (rules.ep_dispatch != "gather")).astype(float)
     moe_tp = tp / ep
     moe_tp_domain = np.maximum(domain / ep, 1.0)
     w_local = (d["weights_tier"] == "local").astype(float)
@@ -255,7 +262,9 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # attention DP partitions the KV cache by sequence: every rank holds 1/TP of it, none twice
     shards = np.where(adp > 0, tp, kv_shards(w, d["tp"]))
     isl, osl = spec.input_tokens, spec.output_tokens
-    wb, kvb = spec.weight_bytes_per_param, spec.kv_bytes_per_element
+    # the KV cache's precision: the workload's, else the engine's rule (system.engine)
+    wb, kvb = spec.weight_bytes_per_param, BYTES_PER_ELEMENT[rules.kv_precision(
+        spec.precision, spec.kv_precision, WEIGHT_ONLY_KV_PRECISION)]
     eb = embedding_bytes_per_param(wb)  # embedding and LM head: never below 16 bit (eq. 2.14a)
 
     # the share of a micro-batch's (and the batch's) sequences one TP rank handles on its own:
@@ -378,7 +387,7 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
 
     # a rank's own sequences, divided (not multiplied by a rounded 1/TP): exact when TP divides them,
     # so the ceilings of eq. 4.19 do not count an iteration for a rounding error
-    _token_budget(spec, f, micro / (1.0 + adp * (tp - 1.0)), weights_by_phase["decode"], w_local)
+    _token_budget(spec, f, rules.max_num_tokens, micro / (1.0 + adp * (tp - 1.0)), weights_by_phase["decode"], w_local)
 
     # memory footprint per device (full context at the end of generation)
     pc = param_counts(w)
@@ -404,7 +413,8 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
     # every TP rank of the last stage (the binding device, as the heavier end of the weights
     # above); under attention DP a rank keeps only its own sequences' slots. Always in the
     # device's own memory, whatever the KV cache's tier: W + S + KV / f <= C - R
-    state_dev = batch * own_share * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl)
+    # (none under an engine whose profile charges none: decoder_state = "none")
+    state_dev = batch * own_share * decoder_state_per_slot_B(w.vocab_size, tp, isl + osl) * (rules.decoder_state != "none")
     f["decoder_state_per_device_B"] = state_dev
     f["memory_local_B"] = weights_dev * w_local + state_dev + kv_dev * kv_local / inst.calibration.kv_cache_free_fraction
     # pooled tier: one shared copy of the weights for the whole system, every device's KV cache

@@ -35,7 +35,7 @@ from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_i
 
 #: every ``evaluate`` metric of one workload that a multi-workload record lists per workload
 #: the system keys left out of the content where unset (``Grid.data``)
-UNSET_SYSTEM_KEYS = ("torus", "allreduce")
+UNSET_SYSTEM_KEYS = ("torus", "allreduce", "engine")
 PER_WORKLOAD_HEADLINE = ("tokens_per_s", "ttft_s", "tpot_s", "energy_per_token_J")
 
 #: the group (``kinds.base.DECISION_GROUPS``) of each schedule decision; every other decision of a

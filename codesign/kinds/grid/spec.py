@@ -189,6 +189,7 @@ class SystemSpec(Strict):
     torus: list[int] | None = Field(default=None, description="a torus topology's extent per dimension")
     allreduce: str | None = Field(default=None, description="TP all-reduce: None/'nccl', 'fastest' or one pinned")
     scale_up: str | None = Field(default=None, description="interconnect id; chip's own if unset")
+    engine: str | None = Field(default=None, description="serving-engine profile (catalog engines/); None: physics only")
     scale_out: str | None = None
     appliance: str | None = Field(default=None, description="pooled-memory appliance id")
     appliance_medium: Literal["photonic", "electrical"] = "photonic"

@@ -1,0 +1,107 @@
+"""A measurement row's engine profile (codesign.model.engines): chosen by ``--engine``, the CSV's
+``engine`` column or the source's entry in benchmark_engines.toml, and its rules reaching the row
+and its one-design instance (codesign.calibration.engine).
+
+Hand-derived figures:
+- vLLM on one H100 SXM (80 GiB, no A100): max_num_seqs 1,024, max_num_batched_tokens 8,192; on an
+  A100 SXM: 256 and 2,048 (vllm/engine/arg_utils.py, vllm-project/vllm@99d7eb5).
+- An FP8 checkpoint's KV cache: FP8 under trtllm-bench, BF16 under vLLM's kv_cache_dtype "auto".
+- trtllm-bench's maximum batch when the build is not known: 4,096 per executor; under attention
+  DP at TP 4 each of the 4 ranks has its own: 16,384 per replica.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from codesign.calibration.engine import engine_state_B, row_instance
+from codesign.calibration.rows import read_rows
+from codesign.cli import app
+from codesign.errors import InputError
+
+from .helpers import OVERVIEW, csv_row, write_csv
+
+V1 = "NVIDIA/TensorRT-LLM@00f37686aa854010d68bcbd0f4ab000221541ca6:docs/source/performance/perf-overview.md"
+runner = CliRunner()
+
+
+def _rows(tmp_path, lines, engine=None):
+    path = write_csv(tmp_path / "m.csv", lines, extra=("engine",))
+    rows, bad = read_rows(path, engine=engine)
+    assert not bad, bad
+    return {r.id: r for r in rows}
+
+
+def test_the_source_names_the_engine_and_the_column_or_option_overrides_it(tmp_path):
+    rows = _rows(tmp_path, [
+        csv_row("a", source=OVERVIEW),
+        csv_row("b", source=V1),
+        csv_row("c", source="someone's benchmark"),
+        csv_row("d", source=OVERVIEW, engine="vllm"),
+    ])
+    assert {i: r.engine for i, r in rows.items()} == {"a": "trtllm-0.14", "b": "trtllm-1.x", "c": None, "d": "vllm"}
+    forced = _rows(tmp_path, [csv_row("a", source=OVERVIEW), csv_row("d", source=OVERVIEW, engine="vllm")],
+                   engine="sglang")
+    assert {r.engine for r in forced.values()} == {"sglang"}
+
+
+def test_the_profiles_rules_reach_the_row(tmp_path):
+    rows = _rows(tmp_path, [
+        csv_row("h100", source="x", engine="vllm"),
+        csv_row("a100", source="x", engine="vllm", gpu="a100-sxm-80gb"),
+        csv_row("trt", source="x", engine="trtllm-1.x"),
+    ])
+    h100, a100, trt = rows["h100"], rows["a100"], rows["trt"]
+    assert (h100.engine_cap(4096), h100.engine_max_tokens, h100.kv_precision) == (1024, 8192, "bf16")
+    assert (a100.engine_cap(4096), a100.engine_max_tokens) == (256, 2048)
+    # trtllm-1.x: trtllm-bench's cap, no known token budget, an FP8 checkpoint's FP8 cache
+    assert (trt.engine_cap(4096), trt.engine_max_tokens, trt.kv_precision) == (4096, None, "fp8")
+    # cap=None still drops every cap
+    assert h100.engine_cap(None) is None
+
+
+def test_the_cap_is_per_attention_dp_rank(tmp_path):
+    rows = _rows(tmp_path, [csv_row("q", model="qwen3-235b-a22b", num_gpus=4, tp=4, ep=4, attention_dp=4,
+                                    source="x", engine="trtllm-1.x")])
+    assert rows["q"].engine_cap(4096) == 4 * 4096 == 16384
+
+
+def test_a_profile_without_decoding_state_charges_none_for_the_engines_slots(tmp_path):
+    lines = [csv_row("t", source="x", engine="trtllm-0.14", max_batch_size=256),
+             csv_row("v", source="x", engine="vllm", max_batch_size=256)]
+    path = write_csv(tmp_path / "m.csv", lines, extra=("engine", "max_batch_size"))
+    rows = {r.id: r for r in read_rows(path)[0]}
+    # 256 slots x (4 x 128,256 x 4 + 128,256 x 4 + 65,536 + 40 x 2,000) B
+    assert engine_state_B(rows["t"]) == 256 * (4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 2000)
+    assert engine_state_B(rows["v"]) == 0.0
+
+
+def test_the_row_instance_takes_the_engines_allreduce_and_ep_dispatch(tmp_path):
+    moe = {"model": "mixtral-8x7b", "num_gpus": 8, "tp": 8, "ep": 8, "source": V1}
+    rows = _rows(tmp_path, [
+        csv_row("gather", **moe),
+        csv_row("a2a", **moe, engine="trtllm-1.x-all-to-all"),
+        csv_row("fast", source=OVERVIEW, engine="trtllm-0.14-fastest-allreduce"),
+        csv_row("nccl", source=OVERVIEW),
+    ])
+    assert row_instance(rows["gather"], 8).raw["workloads"][0]["decisions"]["ep_all_to_all"] == [False]
+    assert "ep_all_to_all" not in row_instance(rows["a2a"], 8).raw["workloads"][0]["decisions"]
+    assert row_instance(rows["fast"], 8).raw["system"]["allreduce"] == "fastest"
+    assert row_instance(rows["nccl"], 8).raw["system"]["allreduce"] == "nccl"
+
+
+def test_an_unknown_engine_is_an_input_error(tmp_path):
+    path = write_csv(tmp_path / "m.csv", [csv_row("a", engine="tensorrt")], extra=("engine",))
+    with pytest.raises(InputError, match="unknown engine 'tensorrt'"):
+        read_rows(path)
+    with pytest.raises(InputError, match="unknown engine"):
+        read_rows(write_csv(tmp_path / "n.csv", [csv_row("a")]), engine="vllm-9")
+
+
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_the_cli_exits_2_on_an_unknown_engine_and_lists_the_known_ones(tmp_path, command):
+    path = write_csv(tmp_path / "m.csv", [csv_row("a")])
+    got = runner.invoke(app, [command, str(path), "--engine", "trtllm-2"])
+    assert got.exit_code == 2, got.output
+    assert "unknown engine 'trtllm-2'" in got.output and "trtllm-0.14" in got.output and "sglang" in got.output

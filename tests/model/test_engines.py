@@ -1,0 +1,177 @@
+"""Engine profiles (codesign.model.engines): the catalog's profiles, their loader's errors, and an
+instance's ``system.engine`` applying the profile's rules to the engine-free physics.
+
+Hand-derived figures:
+- vLLM (arg_utils.py at vllm-project/vllm@99d7eb5): 1,024 sequences and 8,192 tokens per step on a
+  device of at least 70 GiB that is no A100, else 256 and 2,048. The H100 SXM (80 GiB) is in the
+  first class; the A100 SXM (80 GiB, an A100) and the L40S (48 GiB) are in the second.
+- SGLang's chunked_prefill_size: 8,192 below 160 GiB (H100, 80 GiB), 16,384 from it on.
+- Llama 3.1 8B, 16 sequences at 8000/8, 8,192 tokens per iteration: ceil(16 x 8,008 / 8,192) =
+  ceil(15.64) = 16 iterations, 8 beyond the round's 8.
+- The decoding state per slot of Llama 3.1 8B (vocabulary 128,256) at TP 1 and 8000 + 8 tokens:
+  4 x 128,256 x 4 + 128,256 x 4 + 1,024 x 8 x 8 + 10 x 4 x 8,008 = 2,052,096 + 513,024 + 65,536 +
+  320,320 = 2,950,976 B; 16 sequences hold 47,215,616 B. Under vLLM (no such state): 0.
+- An FP8 checkpoint's KV cache under vLLM is BF16 (2 B per element) where the physics keeps FP8
+  (1 B): twice the bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.grid.spec import Instance, InstanceFile, instance_from_data
+from codesign.model import engines
+from codesign.model.evaluate import evaluate
+from codesign.model.schedule import schedule_table
+
+PROFILES = ("sglang", "trtllm-0.14", "trtllm-0.14-fastest-allreduce", "trtllm-1.x", "trtllm-1.x-all-to-all", "vllm")
+
+
+def _raw(engine: str | None, *, workload: str = "llama-3.1-8b", precision: str = "fp8", isl: int = 8000,
+         osl: int = 8, decisions: dict | None = None, chip: str = "h100-sxm", devices: int = 1, **system) -> dict:
+    sysd = {"devices": devices, "scale_up_domain": 8, **system}
+    if engine is not None:
+        sysd["engine"] = engine
+    return {"name": "engine-rules", "description": "t", "system": sysd,
+            "hardware": {"family": "catalog", "chip": chip},
+            "workloads": [{"name": "main", "workload": workload, "precision": precision, "phase": "both",
+                           "input_tokens": isl, "output_tokens": osl,
+                           "decisions": decisions or {"tp": [1], "pp": [1], "batch": [16]}}]}
+
+
+def _inst(engine: str | None, **kw) -> Instance:
+    raw = _raw(engine, **kw)
+    return Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+
+
+def _features(engine: str | None, **kw) -> dict:
+    return schedule_table(_inst(engine, **kw), "main").features
+
+
+# --- the profiles and their loader ----------------------------------------------------------------
+def test_the_catalog_ships_the_four_engines_and_two_experiment_variants():
+    assert tuple(engines.known_engines()) == PROFILES
+    for name in PROFILES:  # every rule a file gives has a source or a stated assumption (else it fails to load)
+        p = engines.load_engine(name)
+        assert set(p.rules) <= set(dict(p.sources)) | set(dict(p.assumed)), name
+
+
+def test_an_unknown_engine_is_an_input_error_listing_the_known_ones():
+    with pytest.raises(InputError) as exc:
+        engines.load_engine("tensorrt")
+    assert "trtllm-0.14" in exc.value.expected and "vllm" in exc.value.expected and "sglang" in exc.value.expected
+
+
+def test_an_instance_naming_an_unknown_engine_is_refused():
+    with pytest.raises(InputError) as exc:
+        instance_from_data(_raw("vllm-0.1"))
+    assert exc.value.key == "system.engine" or "engine" in exc.value.message
+
+
+def test_a_rule_without_a_source_is_refused(tmp_path: Path, monkeypatch):
+    cat = tmp_path / "catalog" / "engines"
+    cat.mkdir(parents=True)
+    (cat / "bare.toml").write_text('name = "bare"\nmax_batch_size = 64\n')
+    monkeypatch.setattr(engines, "engines_dir", lambda: cat)
+    engines._load.cache_clear()
+    try:
+        with pytest.raises(InputError, match="without a source"):
+            engines.load_engine("bare")
+    finally:
+        engines._load.cache_clear()
+
+
+def test_vllm_defaults_depend_on_the_chip_as_its_arg_utils_says():
+    vllm = engines.load_engine("vllm")
+    h100, a100, l40s = vllm.for_chip("h100-sxm", 80), vllm.for_chip("a100-sxm", 80), vllm.for_chip("l40s", 48)
+    assert (h100.max_batch_size, h100.max_num_tokens) == (1024, 8192)
+    assert (a100.max_batch_size, a100.max_num_tokens) == (256, 2048)
+    assert (l40s.max_batch_size, l40s.max_num_tokens) == (256, 2048)
+
+
+def test_sglang_chunk_size_by_memory():
+    sglang = engines.load_engine("sglang")
+    assert sglang.for_chip("h100-sxm", 80).max_num_tokens == 8192
+    assert sglang.for_chip("x", 180).max_num_tokens == 16384
+    assert sglang.for_chip("x", 24).max_num_tokens == 2048
+    assert sglang.for_chip().max_batch_size is None  # unknown: not applied
+
+
+def test_a_variant_changes_one_rule_of_its_base():
+    base, var = engines.rules_of("trtllm-0.14"), engines.rules_of("trtllm-0.14-fastest-allreduce")
+    assert (base.allreduce, var.allreduce) == ("nccl", "fastest")
+    assert {k: v for k, v in vars(base).items() if k not in ("engine", "allreduce")} == \
+           {k: v for k, v in vars(var).items() if k not in ("engine", "allreduce")}
+
+
+# --- an instance's system.engine -------------------------------------------------------------------
+def test_no_engine_is_the_physics_alone():
+    assert engines.instance_rules(_inst(None)) is engines.PHYSICS
+    f = _features(None)
+    assert "prefill.extra_iterations" not in f  # no token budget: no extra iterations
+
+
+def test_the_engines_token_budget_reaches_the_instance():
+    assert _features("vllm")["prefill.extra_iterations"][0] == 8
+    # the workload's own budget wins over the engine's: 16 x 8,008 / 65,536 < 8, no extra iteration
+    raw = _raw("vllm")
+    raw["workloads"][0]["max_tokens_per_iteration"] = 65536
+    inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+    assert schedule_table(inst, "main").features["prefill.extra_iterations"][0] == 0
+
+
+def test_the_decoding_state_is_the_engines():
+    assert _features(None)["decoder_state_per_device_B"][0] == 16 * 2_950_976 == 47_215_616
+    assert _features("trtllm-1.x")["decoder_state_per_device_B"][0] == 47_215_616
+    assert _features("vllm")["decoder_state_per_device_B"][0] == 0
+
+
+def test_the_kv_cache_precision_is_the_engines_rule():
+    phys, vllm = _features(None), _features("vllm")
+    assert vllm["kv_per_device_B"][0] == 2 * phys["kv_per_device_B"][0]  # BF16 for an FP8 checkpoint
+    # a stated kv_precision wins
+    raw = _raw("vllm")
+    raw["workloads"][0]["kv_precision"] = "fp8"
+    inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
+    assert schedule_table(inst, "main").features["kv_per_device_B"][0] == phys["kv_per_device_B"][0]
+
+
+def test_the_engines_maximum_batch_removes_larger_batches():
+    kw = {"decisions": {"tp": [1], "pp": [1], "batch": [1024, 2048]}}
+    assert list(schedule_table(_inst("vllm", **kw), "main").decisions["batch"]) == [1024]
+    assert list(schedule_table(_inst(None, **kw), "main").decisions["batch"]) == [1024, 2048]
+    inst = instance_from_data(_raw("vllm", decisions={"tp": [1], "pp": [1], "batch": [2048]}))
+    ev = evaluate(inst, inst.baseline())
+    assert not ev.feasible and any("maximum batch of 1024" in p for p in ev.structural)
+
+
+def test_the_engines_allreduce_is_the_systems_unless_it_names_one():
+    kw = {"workload": "llama-3.1-70b", "devices": 8, "isl": 2048, "osl": 128,
+          "decisions": {"tp": [8], "pp": [1], "batch": [64]}}
+    var = _features("trtllm-0.14-fastest-allreduce", **kw)
+    pinned = _features(None, allreduce="fastest", **kw)
+    nccl = _features(None, **kw)
+    assert var["decode.bytes_scale_up"][0] == pinned["decode.bytes_scale_up"][0]
+    assert var["decode.steps_scale_up"][0] == pinned["decode.steps_scale_up"][0]
+    assert var["decode.steps_scale_up"][0] != nccl["decode.steps_scale_up"][0]
+    # system.allreduce, where given, wins over the engine's
+    both = _features("trtllm-0.14-fastest-allreduce", allreduce="nccl", **kw)
+    assert both["decode.steps_scale_up"][0] == nccl["decode.steps_scale_up"][0]
+
+
+def test_the_engines_ep_dispatch():
+    """Mixtral 8x7B (top-2) at TP 8, EP 8 > 2: the physics sends tokens by all-to-all (two per MoE
+    layer, 32 layers: 64 calls); trtllm-1.x gathers them (none)."""
+    kw = {"workload": "mixtral-8x7b", "devices": 8, "isl": 128, "osl": 128,
+          "decisions": {"tp": [8], "pp": [1], "ep": [8], "batch": [64]}}
+    gather = _features("trtllm-1.x", **kw)
+    explicit = _features(None, **{**kw, "decisions": {**kw["decisions"], "ep_all_to_all": [False]}})
+    a2a = _features("trtllm-1.x-all-to-all", **kw)
+    phys = _features(None, **kw)
+    for col in ("decode.bytes_scale_up", "decode.steps_scale_up"):
+        assert gather[col][0] == explicit[col][0], col
+        assert a2a[col][0] == phys[col][0], col
+    assert gather["decode.bytes_scale_up"][0] != phys["decode.bytes_scale_up"][0]

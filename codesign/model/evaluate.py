@@ -52,19 +52,31 @@ class Product:
     hw: str
 
 
+#: one branch of a max group: a product, or a sum of products (eq. 5.3a)
+Branch = Product | tuple[Product, ...]
+
+
+def terms(branch: Branch) -> tuple[Product, ...]:
+    """The products a max group's branch sums (one for a plain product)."""
+    return branch if isinstance(branch, tuple) else (branch,)
+
+
 @dataclass(frozen=True)
 class Form:
-    """Σ linear products + Σ over groups of the max of the group's products."""
+    """Σ linear products + Σ over groups of the max of the group's branches (each a product or a
+    sum of products)."""
 
     linear: tuple[Product, ...] = ()
-    maxes: tuple[tuple[Product, ...], ...] = ()
+    maxes: tuple[tuple[Branch, ...], ...] = ()
 
     def __add__(self, other: Form) -> Form:
         return Form(self.linear + other.linear, self.maxes + other.maxes)
 
     @property
     def products(self) -> tuple[Product, ...]:
-        return self.linear + tuple(p for g in self.maxes for p in g)
+        """Every product once (a product several branches share is listed once)."""
+        out = dict.fromkeys(self.linear + tuple(p for g in self.maxes for b in g for p in terms(b)))
+        return tuple(out)
 
     @property
     def hardware_only(self) -> bool:
@@ -96,7 +108,7 @@ def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_row
     for p in form.linear:
         total = total + _prod(a(p), h(p))
     for group in form.maxes:
-        total = total + np.maximum.reduce([_prod(a(p), h(p)) for p in group])
+        total = total + np.maximum.reduce([sum(_prod(a(p), h(p)) for p in terms(b)) for b in group])
     if isinstance(total, float):
         n_h = hw.size if hw_rows is None else len(np.atleast_1d(np.arange(hw.size)[hsel]))
         n_s = 1 if sched is None else (sched.size if sched_rows is None else len(np.atleast_1d(np.arange(sched.size)[ssel])))
@@ -105,7 +117,7 @@ def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_row
 
 
 # --- forms of the metrics ---------------------------------------------------------------------
-def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) -> Form:
+def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, two_batch: bool = False) -> Form:
     """scale(S) × t_stage(phase) (eq. 5.3): the compute, local-memory and pooled-memory streams
     overlap by the fraction o = ``stream_overlap`` of the hardware design,
 
@@ -115,13 +127,19 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
     column with the hardware columns ``<col>_ovl`` = o·col (in the max group) and ``<col>_seq`` =
     (1 − o)·col (added); o·max(x, y, z) = max(o·x, o·y, o·z) since o ≥ 0.
 
-    With ``hw_factor`` every hardware column is multiplied by it (static power × time)."""
+    With ``hw_factor`` every hardware column is multiplied by it (static power × time).
+
+    With ``two_batch`` (the workload decides ``overlap``, eq. 5.3a) the terms above are those of
+    the rows whose column ``<phase>.serial`` is 1, and on the rows whose ``<phase>.two_batch`` is 1
+    the step is max(chip, links) + host: one max group whose branches are the chip's sums
+    o·stream_j + (1 − o)·(compute + local + pooled) + overhead, one per stream j, and the links' sum
+    (bandwidth and latency terms of every collective)."""
 
     def hw(col: str) -> str:
         return f"{hw_factor}*{col}" if hw_factor else col
 
-    def s(col: str) -> str:
-        return f"{scale}*{phase}.{col}"
+    def s(col: str, sel: str | None = "serial" if two_batch else None) -> str:
+        return f"{scale}*{phase}.{sel}*{phase}.{col}" if sel else f"{scale}*{phase}.{col}"
 
     tag = f"{phase}"
     streams = (
@@ -143,9 +161,24 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None) 
         Product(f"{tag}.scale_out_latency", s("steps_scale_out"), hw("s_per_step_scale_out")),
         Product(f"{tag}.overhead", s("layers"), hw("s_per_layer")),
         Product(f"{tag}.collective_latency", s("collective_steps"), hw("s_per_collective_step")),
-        Product(f"{tag}.host", s("sequences"), hw("s_per_sequence")),
+        Product(f"{tag}.host", s("sequences", None), hw("s_per_sequence")),
     )
-    return Form(linear, (streams,))
+    if not two_batch:
+        return Form(linear, (streams,))
+
+    def tb(p: Product) -> Product:  # the same term on the two-batch rows
+        return Product(f"{tag}.two_batch_{p.name.split('.', 1)[1]}", p.sched.replace(".serial*", ".two_batch*"), p.hw)
+
+    chip = tuple(tb(p) for p in linear if p.name.split(".", 1)[1] in CHIP_TERMS)
+    links = tuple(tb(p) for p in linear if p.name.split(".", 1)[1] in LINK_TERMS)
+    branches = (*((tb(p), *chip) for p in streams), links)
+    return Form(linear, (streams, branches))
+
+
+#: the terms of eq. 5.3 that run on the chip, and on the links, under two-batch overlap (eq. 5.3a)
+CHIP_TERMS = ("compute", "memory_local", "memory_pool", "overhead")
+LINK_TERMS = ("scale_up_bw", "scale_up_bw_in_switch", "scale_up_bw_cross", "scale_up_latency",
+              "scale_out_bw", "scale_out_latency", "collective_latency")
 
 
 def dynamic_energy_form(phase: str, prec: str, scale: str) -> Form:
@@ -173,16 +206,18 @@ def workload_forms(sched: ScheduleTable, prec: str) -> dict[str, Form]:
     """The forms of the per-workload metrics, built from the scale columns the schedule has."""
     forms: dict[str, Form] = {}
     cols = sched.features
-    forms["tpot_s"] = stage_form("decode", prec, "scale.tpot_s|decode")
-    forms["ttft_s"] = stage_form("prefill", prec, "scale.ttft_s|prefill")
+    tb = "decode.two_batch" in cols  # the workload decides overlap (eq. 5.3a)
+    forms["tpot_s"] = stage_form("decode", prec, "scale.tpot_s|decode", two_batch=tb)
+    forms["ttft_s"] = stage_form("prefill", prec, "scale.ttft_s|prefill", two_batch=tb)
     tpt = Form()
     energy = Form()
     for phase in PHASES:
         key = f"scale.time_per_token_s|{phase}"
         if key in cols:
-            tpt = tpt + stage_form(phase, prec, key)
+            tpt = tpt + stage_form(phase, prec, key, two_batch=tb)
             ekey = f"scale.energy_per_token_J|{phase}"
-            energy = energy + dynamic_energy_form(phase, prec, ekey) + stage_form(phase, prec, ekey, "static_W")
+            energy = (energy + dynamic_energy_form(phase, prec, ekey)
+                      + stage_form(phase, prec, ekey, "static_W", two_batch=tb))
     forms["time_per_token_s"] = tpt
     forms["energy_per_token_J"] = energy
     forms["memory_local_B"] = Form((Product("memory_local", "memory_local_B", "one"),))
@@ -407,7 +442,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         m["tokens_per_s_per_device"] = m["tokens_per_s"] / inst.system.devices
         # breakdown of one decode / prefill stage step (unscaled)
         for phase in PHASES:
-            f = stage_form(phase, w.precision, "one")
+            f = stage_form(phase, w.precision, "one", two_batch=f"{phase}.two_batch" in st.features)
             for p in f.products:
                 m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
             m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
@@ -503,7 +538,7 @@ def breakdown(inst: Instance, design: dict[str, Any]) -> dict[str, Any]:
             key = f"scale.time_per_token_s|{phase}"
             if key not in st.features:
                 continue
-            form = stage_form(phase, w.precision, key)
+            form = stage_form(phase, w.precision, key, two_batch=f"{phase}.two_batch" in st.features)
             for p in form.linear:
                 cat = TIME_CATEGORY[p.name.split(".", 1)[1]]
                 parts[cat] = parts.get(cat, 0.0) + float(eval_form(Form((p,)), hw, st)[0, 0])

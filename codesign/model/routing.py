@@ -14,7 +14,6 @@ import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from codesign.errors import InputError
-
 from codesign.model.workload import as_result, expected_experts_touched
 from codesign.schema import Strict
 

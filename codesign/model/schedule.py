@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codesign.model import collectives, network, routing, topology
+from codesign.model import collectives, network, overlap, routing, topology
 from codesign.model.engines import instance_rules
 from codesign.model.hardware import socket_size_of
 from codesign.model.step import attention_side_elements, step_costs
@@ -145,7 +145,7 @@ def structural_reason(
     # the engine's maximum batch per executor (system.engine): one per micro-batch and attention-DP rank
     if max_batch is not None and batch > max_batch * pp * (tp if adp else 1):
         return f"batch {batch} exceeds the engine's maximum batch of {max_batch} per executor"
-    return None
+    return overlap.structural_reason(s)  # two-batch overlap: a sequence per half (eq. 5.3a)
 
 
 def kv_shards(w: Workload, tp: np.ndarray) -> np.ndarray:
@@ -178,6 +178,7 @@ def schedule_table(inst: Instance, workload: str, designs: dict[str, np.ndarray]
     table = ScheduleTable(workload=workload, decisions=designs)
     if table.size:
         _features(inst, spec, w, table)
+        overlap.apply_two_batch(inst, spec, w, table, _features)  # where overlap is decided (eq. 5.3a)
     return table
 
 

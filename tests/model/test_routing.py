@@ -29,7 +29,12 @@ import pytest
 
 from codesign.errors import InputError
 from codesign.kinds.grid.spec import instance_from_data, load_instance
-from codesign.model.routing import RoutingSpec, busiest_rank_factors, experts_touched, token_probabilities
+from codesign.model.routing import (
+    RoutingSpec,
+    busiest_rank_factors,
+    experts_touched,
+    token_probabilities,
+)
 from codesign.model.schedule import schedule_table
 from codesign.model.workload import expected_experts_touched
 

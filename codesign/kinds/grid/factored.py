@@ -44,6 +44,7 @@ from codesign.model.evaluate import (
     constraint_lhs,
     constraints,
     objective_terms,
+    terms,
     workload_forms,
 )
 from codesign.model.schedule import ScheduleTable, schedule_table
@@ -330,7 +331,8 @@ class Factored:
         """form/unit, minimised or bounded above (maxima become epigraphs)."""
         parts = [self.product(p.sched, p.hw, workload, unit) for p in form.linear]
         for group in form.maxes:
-            parts.append(self.max_of([self.product(p.sched, p.hw, workload, unit) for p in group]))
+            parts.append(self.max_of([_sum([self.product(p.sched, p.hw, workload, unit) for p in terms(b)])
+                                      for b in group]))
         return _sum(parts)
 
     def constraint(self, c: Constraint, unit: float) -> None:

@@ -41,6 +41,7 @@ from codesign.model.evaluate import (
     eval_form,
     holds,
     objective_terms,
+    terms,
     workload_forms,
 )
 
@@ -150,8 +151,10 @@ def compile_form(
         return lin.product(mip, f"{name}:{p.name}", a, y, h, comp.x, unit)
 
     parts = [prod(p) for p in form.linear]
+    shared: dict = {}  # a product several branches sum (eq. 5.3a) is compiled once
     for g, group in enumerate(form.maxes):
-        exprs = [prod(p) for p in group]
+        exprs = [lin.add(*[shared[p] if p in shared else shared.setdefault(p, prod(p)) for p in terms(b)])
+                 for b in group]
         exprs = [e for e in exprs if len(e[0])]
         if not exprs:
             continue

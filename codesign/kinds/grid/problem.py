@@ -41,7 +41,7 @@ PER_WORKLOAD_HEADLINE = ("tokens_per_s", "ttft_s", "tpot_s", "energy_per_token_J
 #: the group (``kinds.base.DECISION_GROUPS``) of each schedule decision; every other decision of a
 #: grid instance (the chip, its knobs, pool ports) is "hardware"
 SCHEDULE_GROUPS = {"tp": "parallelism", "pp": "parallelism", "ep": "parallelism", "batch": "parallelism",
-                   "attention_dp": "parallelism", "ep_all_to_all": "parallelism", "weights_tier": "mapping", "kv_tier": "mapping"}
+                   "attention_dp": "parallelism", "ep_all_to_all": "parallelism", "overlap": "parallelism", "weights_tier": "mapping", "kv_tier": "mapping"}
 
 
 def decision_group(name: str) -> str:

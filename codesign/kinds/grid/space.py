@@ -27,6 +27,7 @@ from codesign.model.evaluate import (
     holds,
     objective_from_internal,
     objective_terms,
+    terms,
     workload_forms,
 )
 from codesign.model.hardware import HardwareTable, hardware_table
@@ -140,6 +141,17 @@ def fast_eval_form(
         # 0 + M == M exactly: the matrix product is the running total
         total = np.column_stack(fin_h) @ np.vstack(fin_a)
     for group in form.maxes:
+        if any(isinstance(b, tuple) for b in group):  # branches that sum products (eq. 5.3a)
+            m = None
+            for b in group:
+                v = np.zeros((n_h, n_s))
+                for p in terms(b):
+                    buf = _outer(h(p.hw), st.column(p.sched), buf)
+                    v += buf
+                m = v if m is None else np.maximum(m, v, out=m)
+            if m is not None:
+                total += m
+            continue
         cols = [(h(p.hw), st.column(p.sched)) for p in group]
         if not cols:
             continue

@@ -28,6 +28,7 @@ from codesign.model.budgets import defined_budgets, parse_budget
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.collectives import check_system
 from codesign.model.hardware import check_hardware_references, load_family
+from codesign.model.overlap import OVERLAPS
 from codesign.model.routing import RoutingSpec
 from codesign.model.units import BYTES_PER_ELEMENT, Precision, kv_precision_of
 from codesign.model.workload import load_workload
@@ -42,11 +43,11 @@ SCHEDULE_DECISIONS: dict[str, type] = {
     "batch": int,  # sequences in flight per model replica
     "weights_tier": str,  # "local" | "pooled": where the weights live
     "kv_tier": str,  # "local" | "pooled": where the KV cache lives
-    "attention_dp": bool, "ep_all_to_all": bool,  # optional: attention DP (model.md §4.8), eq. 4.6a
+    "attention_dp": bool, "ep_all_to_all": bool, "overlap": str,  # optional: model.md §4.8, eqs. 4.6a, 5.3a
 }
 #: schedule decisions that exist only where a workload gives them a domain (older instances, their
 #: stored designs and the formulations stay as they were)
-OPTIONAL_SCHEDULE_DECISIONS = ("attention_dp", "ep_all_to_all")
+OPTIONAL_SCHEDULE_DECISIONS = ("attention_dp", "ep_all_to_all", "overlap")
 
 #: Hardware decisions (shared by every workload) per hardware family.
 HARDWARE_DECISIONS: dict[str, dict[str, type]] = {
@@ -158,10 +159,10 @@ def check_decisions(spec: InstanceFile, path: Path | None) -> None:
                     if not lo <= x <= hi:
                         raise InputError("out of its physical range", file=path, key=f"{where}.{key}", value=x,
                                          expected=f"{lo:g} to {hi:g} {what}")
-            if key in ("weights_tier", "kv_tier"):
-                for x in dom:
-                    if x not in TIERS:
-                        raise InputError("not a memory tier", file=path, key=f"{where}.{key}", value=x, expected=" | ".join(TIERS))
+            named = {"weights_tier": TIERS, "kv_tier": TIERS, "overlap": OVERLAPS}.get(key, ())
+            for x in dom if named else ():
+                if x not in named:
+                    raise InputError(f"not a value of {key}", file=path, key=f"{where}.{key}", value=x, expected=" | ".join(named))
 
     hw = spec.hardware
     known_hw = HARDWARE_DECISIONS[hw.family]
@@ -296,7 +297,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "batch": 1,
     "weights_tier": "local",
     "kv_tier": "local",
-    "attention_dp": False, "ep_all_to_all": False,
+    "attention_dp": False, "ep_all_to_all": False, "overlap": "none",
 }
 
 

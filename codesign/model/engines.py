@@ -201,7 +201,7 @@ def instance_rules(inst: Any) -> Rules:
     hw = inst.hardware
     if hw.family != "catalog":
         return profile.for_chip()
-    chips = [hw.chip] if hw.chip is not None else list(hw.decisions.get("chip", []))
+    chips = list(hw.decisions.get("chip") or [hw.chip])  # a chip decision's domain, else the chip
     found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB) for c in chips}
     if len(found) > 1:
         raise InputError(f"engine {name!r} has other rules on some of the chips ({', '.join(chips)})",

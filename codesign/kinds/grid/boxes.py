@@ -17,7 +17,8 @@ Best-first search: the boxes with the least bound are split in two (the knob cho
 (by ``CONFIRM_RTOL``) are dropped, and every child's middle design is evaluated with the model
 (:func:`codesign.kinds.grid.space.hardware_values`): the incumbent is always a design the model
 verified. Single-design boxes are evaluated and closed. When no box is left, the incumbent is
-optimal up to CONFIRM_RTOL (no design is better by more than that); a time limit leaves the least
+optimal up to CONFIRM_RTOL (no design is better by more than that); a time limit (checked after
+the first round) leaves the least
 open bound as the proven bound.
 """
 
@@ -43,7 +44,7 @@ from codesign.proof.tolerances import CONFIRM_RTOL
 #: factored and model columns agree to COLUMN_RTOL = 1e-9, far below)
 PRUNE_RTOL = fz.PRUNE_RTOL
 #: boxes split per round (children are bounded and their middle designs evaluated in one batch)
-BATCH = 256
+BATCH = 1024
 #: how the knob to split is chosen: "widest" (most values left), "strong" (the split whose smaller
 #: child bound is largest, every knob tried)
 BRANCHING = ("strong", "widest")
@@ -61,6 +62,8 @@ class _Extremes:
             mins.append(np.minimum(mins[-1][:-h], mins[-1][h:]))
             maxs.append(np.maximum(maxs[-1][:-h], maxs[-1][h:]))
             j += 1
+        self.log = np.zeros(n + 1, dtype=np.int64)
+        self.log[2:] = np.floor(np.log2(np.arange(2, n + 1))).astype(np.int64)
         self.mins = np.full((len(mins), n), np.nan)
         self.maxs = np.full((len(maxs), n), np.nan)
         for j, (a, b) in enumerate(zip(mins, maxs, strict=True)):
@@ -68,7 +71,7 @@ class _Extremes:
             self.maxs[j, : len(b)] = b
 
     def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        j = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+        j = self.log[hi - lo + 1]
         r = hi - (1 << j) + 1
         return np.minimum(self.mins[j, lo], self.mins[j, r]), np.maximum(self.maxs[j, lo], self.maxs[j, r])
 
@@ -84,6 +87,8 @@ class Bounder:
     knobs: list[str] = field(default_factory=list)
     names: set[str] = field(default_factory=set)  # hardware columns the forms and constraints read
     _ext: dict[int, _Extremes] = field(default_factory=dict)
+    _keep: list = field(default_factory=list)
+    _seen: dict[int, tuple] = field(default_factory=dict)  # range extremes of the current batch
 
     def __post_init__(self) -> None:
         self.knobs = list(self.cols.knobs)
@@ -107,12 +112,17 @@ class Bounder:
                 raise fc.Unsupported(f"schedule column {p.sched} has negative values")
 
     def _range(self, f: np.ndarray, k: int, lo: np.ndarray, hi: np.ndarray):
+        got = self._seen.get(id(f))
+        if got is not None:
+            return got
         e = self._ext.get(id(f))
         if e is None:
             if (f < 0).any() or not np.isfinite(f).all():
                 raise fc.Unsupported("a per-knob table with negative or infinite values")
             e = self._ext[id(f)] = _Extremes(f)
-        return e.query(lo[:, k], hi[:, k])
+            self._keep.append(f)  # (ids stay unique while the table lives)
+        got = self._seen[id(f)] = e.query(lo[:, k], hi[:, k])
+        return got
 
     def _term(self, t: fc.Term, lo, hi, fp) -> tuple[np.ndarray, np.ndarray]:
         n = len(lo)
@@ -148,6 +158,7 @@ class Bounder:
 
     def tables(self, lo: np.ndarray, hi: np.ndarray) -> tuple[HardwareTable, HardwareTable]:
         """Hardware tables of the boxes' lower and upper column bounds (one row per box)."""
+        self._seen = {}
         fp = self._sum(self.cols.footprint, lo, hi, (None, None))
         low = HardwareTable({"box": np.arange(len(lo))})
         up = HardwareTable({"box": np.arange(len(lo))})
@@ -226,9 +237,11 @@ class _PruneView:
 
 
 def search(inst: Instance, *, time_limit: float | None = None, branching: str = "strong", batch: int = BATCH,
-           rtol: float = CONFIRM_RTOL) -> BoxResult:
+           rtol: float = CONFIRM_RTOL, radius: int = 0,
+           start: list[dict[str, Any]] | None = None) -> BoxResult:
     """Best-first box branch-and-bound (module docstring). ``rtol``: a box is dropped when its
-    bound is at least incumbent × (1 − rtol)."""
+    bound is at least incumbent × (1 − rtol); ``start``: designs evaluated first (each must use
+    knob values the presolve keeps); ``radius``: the local search's pair moves (0: none)."""
     if branching not in BRANCHING:
         raise ValueError(f"branching {branching!r}: one of {BRANCHING}")
     t0 = time.perf_counter()
@@ -251,31 +264,46 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     domains = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
     sizes = np.array([len(kept[k]) for k in b.knobs])
 
-    best_val, best_design = math.inf, None
+    best_val, best_design, best_idx = math.inf, None, None
     evaluated = 0
 
-    def evaluate(idx: np.ndarray) -> None:
-        nonlocal best_val, best_design, evaluated
+    def evaluate(idx: np.ndarray) -> bool:
+        """Evaluate the designs (value indices) with the model; True when the incumbent improved."""
+        nonlocal best_val, best_design, best_idx, evaluated
+        if not len(idx):
+            return False
         idx = np.unique(idx, axis=0)
         designs = {k: domains[k][kept[k][idx[:, j]]] for j, k in enumerate(b.knobs)}
         hv = hardware_values(inst, Tables(hardware_table(inst, designs), scheds), cons=cons)
         evaluated += len(idx)
         i = int(np.argmin(hv.total))
-        if hv.total[i] < best_val:
-            best_val = float(hv.total[i])
-            design = {k: designs[k][i].item() for k in b.knobs}
-            for w in inst.workloads:
-                st = scheds[w.name]
-                r = int(hv.arg[w.name][i])
-                for d in inst.schedule_decisions(w.name):
-                    v = st.decisions[d.key][r]
-                    design[d.name] = v.item() if hasattr(v, "item") else v
-            best_design = design
+        if hv.total[i] >= best_val:
+            return False
+        best_val, best_idx = float(hv.total[i]), idx[i].copy()
+        design = {k: designs[k][i].item() for k in b.knobs}
+        for w in inst.workloads:
+            st = scheds[w.name]
+            r = int(hv.arg[w.name][i])
+            for d in inst.schedule_decisions(w.name):
+                v = st.decisions[d.key][r]
+                design[d.name] = v.item() if hasattr(v, "item") else v
+        best_design = design
+        return True
+
+    def polish() -> None:
+        """Local search from the incumbent with the model: every value of one knob, and every
+        pair of knobs within ``radius`` steps, until nothing improves."""
+        while best_idx is not None and evaluate(_neighbours(best_idx, sizes, radius)):
+            pass
 
     lo = np.zeros((1, len(b.knobs)), dtype=np.int64)
     hi = (sizes - 1)[None, :].astype(np.int64)
     bnd = b.bound(lo, hi)
-    evaluate((lo + hi) // 2)
+    seeds = [(lo + hi)[0] // 2]
+    for d in start or []:
+        seeds.append(np.array([np.flatnonzero(domains[k][kept[k]] == d[k])[0] for k in b.knobs]))
+    if evaluate(np.array(seeds)) and radius:
+        polish()
     boxes, rounds, peak = 1, 0, 1
     trace = [(time.perf_counter() - t0, best_val, float(bnd.min()))]
     keep_open = np.isfinite(bnd) & ~(lo == hi).all(axis=1)
@@ -284,7 +312,7 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
         cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
         alive = bnd < cut
         lo, hi, bnd = lo[alive], hi[alive], bnd[alive]
-        if not len(bnd) or (time_limit is not None and time.perf_counter() - t0 > time_limit):
+        if not len(bnd) or (rounds and time_limit is not None and time.perf_counter() - t0 > time_limit):
             break
         rounds += 1
         take = np.argsort(bnd, kind="stable")[:batch] if len(bnd) > batch else np.arange(len(bnd))
@@ -296,10 +324,12 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
             knob = np.argmax(width, axis=1)
             clo, chi, cb = _split(b, plo, phi, knob)
         else:
-            clo, chi, cb = _strong(b, plo, phi, width)
-            boxes += 2 * len(take) * (len(b.knobs) - 1)
-        boxes += len(cb)
-        evaluate((clo + chi) // 2)
+            cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
+            clo, chi, cb = _shave(b, plo, phi, bnd[take], cut)
+            boxes += 2 * len(take) * len(b.knobs)
+        boxes += len(cb) if branching == "widest" else 0
+        if evaluate((clo + chi) // 2) and radius:
+            polish()
         leaf = (clo == chi).all(axis=1)
         cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
         new = ~leaf & (cb < cut)
@@ -312,6 +342,27 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     bound = best_val if complete else float(min(bnd.min(), best_val))
     return BoxResult(best_design, best_val, bound, complete, boxes, evaluated, rounds, len(bnd), peak,
                      time.perf_counter() - t0, pruned, trace)
+
+
+def _neighbours(at: np.ndarray, sizes: np.ndarray, radius: int) -> np.ndarray:
+    """Designs (value indices) that differ from ``at`` in one knob (any value) or in two knobs
+    (each by 0, ±1, ±2, ±4, ... up to ±``radius`` steps)."""
+    k = len(at)
+    out = []
+    for j in range(k):
+        d = np.repeat(at[None], sizes[j], axis=0)
+        d[:, j] = np.arange(sizes[j])
+        out.append(d)
+    pos = 2 ** np.arange(int(np.log2(radius)) + 1)
+    steps = np.concatenate([-pos[::-1], [0], pos])
+    for j1 in range(k):
+        for j2 in range(j1 + 1, k):
+            a, c = np.meshgrid(steps, steps, indexing="ij")
+            d = np.repeat(at[None], a.size, axis=0)
+            d[:, j1] = np.clip(at[j1] + a.ravel(), 0, sizes[j1] - 1)
+            d[:, j2] = np.clip(at[j2] + c.ravel(), 0, sizes[j2] - 1)
+            out.append(d)
+    return np.concatenate(out)
 
 
 def _halves(lo, hi, knob):
@@ -329,23 +380,90 @@ def _split(b: Bounder, lo, hi, knob):
     return clo, chi, b.bound(clo, chi)
 
 
-def _strong(b: Bounder, lo, hi, width):
-    """Split each box along the knob whose worse half has the largest bound (every splittable knob
-    tried; ties to the widest)."""
+def _shave(b: Bounder, lo, hi, bnd, cut: float):
+    """Bound both halves of every knob of each box (one batch). A half whose bound reaches ``cut``
+    holds no better design: the box shrinks to the other half on that knob (both: the box is
+    dropped). The box's bound becomes the largest over the knobs of its live halves' least bound.
+    The shrunk box is then split along the knob, among those not shrunk, whose worse half has the
+    largest bound (ties to the widest); its halves keep their bounds (valid: they hold fewer
+    designs). A box whose every splittable knob shrank is returned whole."""
     n, k = lo.shape
-    los, his, cbs = [], [], []
-    scores = np.full((n, k), -np.inf)
-    for j in range(k):
-        clo, chi = _halves(lo, hi, np.full(n, j))
-        cb = b.bound(clo, chi)
-        scores[:, j] = np.where(width[:, j] > 1, np.minimum(cb[:n], cb[n:]), -np.inf)
-        los.append(clo)
-        his.append(chi)
-        cbs.append(cb)
-    top = scores.max(axis=1, keepdims=True)
-    knob = np.argmax(np.where(scores >= top, width, -1), axis=1)
+    width = hi - lo + 1
+    mid = (lo + hi) // 2
     rows = np.arange(n)
-    los, his, cbs = np.stack(los), np.stack(his), np.stack(cbs)
-    pick = np.concatenate([rows, rows + n])
-    kk = np.concatenate([knob, knob])
-    return los[kk, pick], his[kk, pick], cbs[kk, pick]
+    L = np.repeat(lo[None], 2 * k, axis=0)
+    H = np.repeat(hi[None], 2 * k, axis=0)
+    for j in range(k):
+        H[j, :, j] = mid[:, j]
+        L[k + j, :, j] = np.minimum(mid[:, j] + 1, hi[:, j])
+    cb = b.bound(L.reshape(-1, k), H.reshape(-1, k)).reshape(2, k, n)
+    low, up = cb[0].T, cb[1].T  # (n, k)
+    split = width > 1
+    dead_low, dead_up = split & (low >= cut), split & (up >= cut)
+    live = ~(dead_low & dead_up).any(axis=1)
+    score = np.where(split, np.minimum(np.where(dead_low, np.inf, low), np.where(dead_up, np.inf, up)), -np.inf)
+    box = np.maximum(bnd, score.max(axis=1))
+    nlo, nhi = np.where(dead_low, mid + 1, lo), np.where(dead_up, mid, hi)
+    free = split & ~dead_low & ~dead_up
+    pick = np.where(free, np.minimum(low, up), -np.inf)
+    top = pick.max(axis=1, keepdims=True)
+    knob = np.argmax(np.where(free & (pick >= top), width, -1), axis=1)
+    has = free.any(axis=1) & live
+    whole = ~free.any(axis=1) & live
+    j, r = knob[has], rows[has]
+    lo1, hi1, lo2, hi2 = nlo[has], nhi[has].copy(), nlo[has].copy(), nhi[has]
+    hi1[np.arange(len(r)), j] = mid[r, j]
+    lo2[np.arange(len(r)), j] = mid[r, j] + 1
+    b1, b2 = np.maximum(box[r], low[r, j]), np.maximum(box[r], up[r, j])
+    return (np.concatenate([lo1, lo2, nlo[whole]]), np.concatenate([hi1, hi2, nhi[whole]]),
+            np.concatenate([b1, b2, box[whole]]))
+
+
+
+def solve(problem: Any, *, time_limit: float | None = None, branching: str = "strong") -> Any:
+    """The box search on a grid problem (:class:`codesign.kinds.grid.problem.Grid`) as the solve
+    record the driver writes (:func:`codesign.proof.records.solution`): status ``optimal`` only when
+    no box is left (the bound is then the incumbent's value: no design is better by more than
+    CONFIRM_RTOL), else the least open bound. The best design is re-assessed with the model, which
+    must agree with the search's value (else a ModelError)."""
+    from codesign.errors import InputError, ModelError
+    from codesign.proof import records
+
+    t0 = time.perf_counter()
+    try:
+        r = search(problem.inst, time_limit=time_limit, branching=branching)
+    except fc.Unsupported as exc:
+        raise InputError(f"the box search cannot solve {problem.name}: {exc}", key="--formulation", value="boxes",
+                         suggestion="use --formulation factored or enumerated") from None
+    best = None if r.design is None else problem.assess(r.design)
+    if best is not None and not (best.feasible and math.isclose(best.internal, r.internal, rel_tol=1e-9)):
+        raise ModelError(f"box search: the model gives {best.internal!r} (feasible {best.feasible}) for the design "
+                         f"the search valued {r.internal!r}")
+
+    def user(v: float) -> float | None:
+        if not math.isfinite(v):
+            return None
+        if v <= 0 and problem.sense == "max":
+            return None
+        return problem.to_user(v)
+
+    if r.complete:
+        status = "optimal" if best is not None else "infeasible"
+    else:
+        status = "feasible" if best is not None else "no_solution"
+    # a closed search proves the incumbent's own value (as the driver states it)
+    bound = best.objective if r.complete and best is not None else (None if best is None else user(r.bound))
+    termination = ("every box closed: " + ("the incumbent is optimal" if best else "no feasible design")
+                   if r.complete else f"time limit: {r.open_boxes} boxes open")
+    stats = {"formulation": "boxes", "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
+             "model_evaluations": r.evaluated, "rounds": r.rounds, "peak_open_boxes": r.peak_open,
+             "pruned_values": r.pruned_values}
+    proof = {"internal_objective": None if best is None else r.internal, "internal_bound": r.bound,
+             "open_boxes": r.open_boxes, "prune_rtol": rtol_note()}
+    return records.solution(problem, solver="boxes", status=status, best=best, bound=bound, termination=termination,
+                            stats=stats, build_s=0.0, solve_s=r.seconds, time_s=time.perf_counter() - t0, proof=proof)
+
+
+def rtol_note() -> str:
+    return (f"boxes whose bound is at least incumbent x (1 - {CONFIRM_RTOL:g}) are closed; a box is infeasible "
+            f"when a lower left side exceeds the upper right side by {PRUNE_RTOL:g} relative")

@@ -1,0 +1,125 @@
+"""The box branch-and-bound over the hardware knobs (codesign/kinds/grid/boxes.py,
+formulations/factored.md §6): its range extremes and interval bounds checked against brute force
+over whole boxes, and its proven optimum equal to brute force's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.errors import InputError
+from codesign.kinds.grid import boxes
+from codesign.kinds.grid import factored_columns as fc
+from codesign.kinds.grid.problem import Grid
+from codesign.kinds.grid.space import Tables, brute_force, hardware_values
+from codesign.kinds.grid.spec import load_instance
+from codesign.model.evaluate import constraints
+from codesign.model.hardware import hardware_table
+from codesign.model.schedule import schedule_table
+from codesign.proof.tolerances import AGREEMENT_RTOL
+
+from .test_factored import _small_generated
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= AGREEMENT_RTOL * max(abs(a), abs(b))
+
+
+def test_range_extremes_are_the_least_and_largest_value_of_each_range():
+    rng = np.random.default_rng(0)
+    f = rng.random(37)
+    ext = boxes._Extremes(f)
+    lo = rng.integers(0, 37, 500)
+    hi = np.minimum(lo + rng.integers(0, 37, 500), 36)
+    mn, mx = ext.query(lo, hi)
+    assert np.array_equal(mn, [f[a : b + 1].min() for a, b in zip(lo, hi, strict=True)])
+    assert np.array_equal(mx, [f[a : b + 1].max() for a, b in zip(lo, hi, strict=True)])
+
+
+def _bounder(inst):
+    cols = fc.stacked_columns(inst)
+    scheds = {w.name: schedule_table(inst, w.name) for w in inst.workloads}
+    cons = constraints(inst, fc._table(inst, fc.check_points(cols.knobs, 8)), scheds)
+    return boxes.Bounder(inst, cols, scheds, cons), scheds, cons
+
+
+def _enumerate_box(inst, b, scheds, cons, lo, hi) -> np.ndarray:
+    """The model's internal objective (inf: infeasible) of every design of the box."""
+    mesh = np.meshgrid(*[np.arange(a, c + 1) for a, c in zip(lo, hi, strict=True)], indexing="ij")
+    doms = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
+    designs = {k: doms[k][m.ravel()] for k, m in zip(b.knobs, mesh, strict=True)}
+    return hardware_values(inst, Tables(hardware_table(inst, designs), scheds), cons=cons).total
+
+
+def test_box_bounds_are_below_every_design_of_the_box_and_exact_on_one_design():
+    """Random boxes of small-3d-llama8b's grid: the bound is at most the least model objective of
+    the box's feasible designs (inf only when none is feasible), and equals it on one design."""
+    inst = load_instance("small-3d-llama8b")
+    b, scheds, cons = _bounder(inst)
+    sizes = np.array([len(b.cols.knobs[k]) for k in b.knobs])
+    rng = np.random.default_rng(1)
+    lo = rng.integers(0, sizes, (60, len(sizes)))
+    hi = np.minimum(lo + rng.integers(0, sizes, (60, len(sizes))), sizes - 1)
+    bound = b.bound(lo, hi)
+    for i in range(len(lo)):
+        best = _enumerate_box(inst, b, scheds, cons, lo[i], hi[i]).min()
+        assert bound[i] <= best * (1 + 1e-9)
+    one = b.bound(lo, lo)
+    for i in range(len(lo)):
+        exact = _enumerate_box(inst, b, scheds, cons, lo[i], lo[i])[0]
+        if np.isfinite(one[i]) and np.isfinite(exact):
+            assert np.isclose(one[i], exact, rtol=1e-9)
+        elif np.isfinite(exact):  # a bound may only call a design infeasible that is
+            raise AssertionError(f"box {lo[i]}: bound {one[i]} but the model says {exact}")
+
+
+@pytest.mark.parametrize("name", ["tiny-3d-llama8b", "small-3d-llama8b", "deepstack-llama70b-decode"])
+@pytest.mark.parametrize("branching", boxes.BRANCHING)
+def test_box_optimum_equals_brute_force(name, branching):
+    inst = load_instance(name)
+    bf = brute_force(inst)
+    sol = boxes.solve(Grid(inst), branching=branching)
+    assert sol.status == "optimal" and sol.gap == 0.0
+    assert _same(sol.objective, bf.objective) and _same(sol.bound, bf.objective)
+    assert sol.mip["formulation"] == "boxes" and sol.solver == "boxes"
+
+
+@pytest.mark.parametrize("objective,seed", [
+    ("tokens_per_s", 0),  # infeasible
+    ("tokens_per_s", 1),
+    ("energy_per_token_J", 2),
+    ("tpot_s", 3),
+    ("tokens_per_s", 5),
+])
+def test_random_generated_instances_agree_with_brute_force(objective, seed):
+    """Random cuts of a generated two-workload instance (power and area budgets, SLOs)."""
+    inst = _small_generated(objective, workloads=2, seed=seed)
+    bf = brute_force(inst)
+    sol = boxes.solve(Grid(inst))
+    if not bf.feasible:
+        assert sol.status == "infeasible" and sol.objective is None
+        return
+    assert sol.status == "optimal"
+    assert _same(sol.objective, bf.objective)
+
+
+def test_budget_that_no_design_meets_is_infeasible():
+    grid = Grid(load_instance("tiny-3d-llama8b")).with_budgets(["power_W <= 1"])
+    assert boxes.solve(grid).status == "infeasible"
+
+
+def test_a_time_limit_keeps_a_verified_design_and_a_valid_bound():
+    inst = load_instance("small-3d-llama8b")
+    bf = brute_force(inst)
+    r = boxes.search(inst, time_limit=0.0)  # one round
+    assert r.rounds == 1 and not r.complete
+    # internal objective (s/token, minimised): the bound is below the optimum, any incumbent above
+    assert r.bound <= bf.internal * (1 + 1e-9)
+    assert r.design is None or r.internal >= bf.internal * (1 - 1e-9)
+    sol = boxes.solve(Grid(inst), time_limit=0.0)
+    assert sol.status in ("feasible", "no_solution")
+
+
+def test_catalog_hardware_is_refused():
+    with pytest.raises(InputError, match="box search cannot solve"):
+        boxes.solve(Grid(load_instance("dgx-llama70b-chip-choice")))

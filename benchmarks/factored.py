@@ -5,13 +5,16 @@ area budget): TSV count in 1k (then 256) steps, compute area in mm² (then 0.5 m
 50 MHz (then 25 MHz) steps, 1–16 DRAM layers, finer pitch and SRAM steps. Each (grid, formulation)
 runs in its own process, so its peak memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) is its
 own: build time (``Problem.formulate``), the MIP's size, and the proof driver's solve
-(:func:`codesign.proof.driver.solve`, HiGHS, ``--time-limit``) with status, objective and gap.
+(:func:`codesign.proof.driver.solve`, HiGHS, ``--time-limit``) with status, objective and gap;
+``boxes`` is the box branch-and-bound of :mod:`codesign.kinds.grid.boxes` (no MIP: its counters
+instead of the MIP's size).
 The enumerated formulation is skipped (with the reason) where its hardware table would exceed
 ``--max-enumerated`` designs (7.2 M designs took 5.7 GB in issue 29's measurement).
 
     python benchmarks/factored.py                    # results/factored.json (~15 min, 2 shared cores)
     python benchmarks/factored.py --time-limit 60 --grids 1e4,1e6
     python benchmarks/factored.py --solver cpsat --out benchmarks/results/factored_cpsat.json
+    python benchmarks/factored.py --formulations boxes --out benchmarks/results/boxes.json
 
 Numbers are wall-clock on this machine; the 1-minute load average at each run's start is recorded.
 """
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, load, machine
 
+from codesign.kinds.grid import boxes
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.spec import instance_from_data, load_instance
 from codesign.proof.driver import solve
@@ -71,8 +75,27 @@ def instance(grid: str):
     return instance_from_data(data, source=f"<benchmarks/factored.py {grid}>")
 
 
+def one_boxes(grid: str, time_limit: float) -> dict[str, Any]:
+    """Solve one grid with the box branch-and-bound (:mod:`codesign.kinds.grid.boxes`; no MIP)."""
+    inst = instance(grid)
+    start_load = load()
+    t0 = time.perf_counter()
+    sol = boxes.solve(Grid(inst), time_limit=time_limit)
+    return {
+        "grid": grid, "formulation": "boxes", "solver": "boxes",
+        "hardware_designs": math.prod(len(v) for v in GRIDS[grid].values()),
+        "domain_sum": sum(len(v) for v in GRIDS[grid].values()),
+        "build_s": 0.0, "mip": None, "pruned": sol.mip.get("pruned_values"), "search": sol.mip,
+        "solve_s": time.perf_counter() - t0, "status": sol.status, "objective": sol.objective,
+        "bound": sol.bound, "gap": sol.gap, "design": sol.design,
+        "peak_memory_MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "load_1min": start_load,
+    }
+
+
 def one(grid: str, formulation: str, time_limit: float, solver: str = "highs") -> dict[str, Any]:
     """Build and solve one grid with one formulation (in this process)."""
+    if formulation == "boxes":
+        return one_boxes(grid, time_limit)
     inst = instance(grid)
     problem = Grid(inst).with_formulation(formulation)
     start_load = load()
@@ -102,6 +125,8 @@ def main() -> None:
     ap.add_argument("--grids", default=",".join(GRIDS))
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--solver", default="highs", choices=("highs", "cpsat"))
+    ap.add_argument("--formulations", default="enumerated,factored,boxes",
+                    help="comma-separated: enumerated, factored (MIPs solved by --solver), boxes (box search)")
     ap.add_argument("--max-enumerated", type=float, default=2e6,
                     help="skip the enumerated formulation above this many hardware designs")
     ap.add_argument("--one", nargs=2, metavar=("GRID", "FORMULATION"), help=argparse.SUPPRESS)
@@ -113,7 +138,7 @@ def main() -> None:
     runs = []
     for grid in args.grids.split(","):
         designs = math.prod(len(v) for v in GRIDS[grid].values())
-        for formulation in ("enumerated", "factored"):
+        for formulation in args.formulations.split(","):
             if formulation == "enumerated" and designs > args.max_enumerated:
                 runs.append({"grid": grid, "formulation": formulation, "hardware_designs": designs,
                              "skipped": f"{designs:.3g} hardware designs > --max-enumerated {args.max_enumerated:.3g} "

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from codesign.kinds.mapping import envelope
 from codesign.kinds.mapping.chips import Affine, ChipOptions, DeviceTerms
 from codesign.mip.program import MIP
 from codesign.model.mapping import (
@@ -384,7 +385,10 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
     if p.power_budget_W is not None and p.devices_tdp_W + p.hardware_static_W > p.power_budget_W * RELAX:
         mip.add_row("power", [n[0]], [1.0], ub=0.0)  # infeasible (n >= 1): the hardware is over its power budget
 
-    energy = _energy_per_token(p, terms, n, cw, ck, T)
+    per_device: list[Affine] = []
+    energy = _energy_per_token(p, terms, n, cw, ck, T, per_device)
+    if p.objective == "energy_per_token_J" and all(len(terms.options(d)) == 1 for d in range(D)):
+        _add_envelopes(mip, p, n, per_device, t_ub * tau)
     if extend is not None:
         e_idx, e_val = extend(mip, a, T, t_ub, port_load)
         energy = (energy[0] + e_idx, energy[1] + e_val, energy[2])
@@ -401,9 +405,30 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
     return MappingMIP(mip, p, n, cw, ck, a, T, unit, mip.stats())
 
 
-def _energy_per_token(p: MappingProblem, terms: DeviceTerms, n: list[int], cw: dict, ck: dict, T: int) -> Affine:
+def _add_envelopes(mip: MIP, p: MappingProblem, n: list[int], per_device: list[Affine], t_ub_s: float) -> None:
+    """Stage envelopes (:mod:`codesign.kinds.mapping.envelope`): each device's dynamic energy is at
+    least each line of the lower hull of its least energies per layer count, and its layer count at
+    most the largest that fits the period's cap (valid cuts: every design with T <= t_ub meets them)."""
+    D = p.stages
+    cache: dict[tuple, list[float] | None] = {}
+    for d in range(D):
+        key = envelope.device_key(p.devices[d], d == 0, d == D - 1)
+        if key not in cache:
+            cache[key] = envelope.floor_energies(p, p.devices[d], d == 0, d == D - 1, t_ub_s)
+        g = cache[key]
+        if g is None:
+            continue
+        mip.vars[n[d]].ub = min(mip.vars[n[d]].ub, float(len(g)))
+        idx, val, _ = per_device[d]  # the counts part; its constant is not in g
+        for i, (icpt, slope) in enumerate(envelope.hull(g)):
+            mip.add_row(f"envelope[{d},{i}]", [*idx, n[d]], [*val, -slope], lb=icpt)
+
+
+def _energy_per_token(p: MappingProblem, terms: DeviceTerms, n: list[int], cw: dict, ck: dict, T: int,
+                      per_device: list[Affine] | None = None) -> Affine:
     """Energy per token in J as (variables, coefficients, constant): the model's dynamic energy of
-    a period (linear in the counts) plus the static power of every device x T, over m."""
+    a period (linear in the counts) plus the static power of every device x T, over m; each device's
+    dynamic energy of a period is appended to ``per_device``."""
     lay, D = p.layer, p.stages
     li, hi = p.tier_index["local"], p.tier_index["host"]
     pooled = [i for i, t in enumerate(p.tiers) if t.kind == "pool"]
@@ -429,6 +454,8 @@ def _energy_per_token(p: MappingProblem, terms: DeviceTerms, n: list[int], cw: d
                     v_.append(lay.kv_read_B * e)
             return i_, v_, c
         e_idx, e_val, e_c = terms.expr(d, dynamic)
+        if per_device is not None:
+            per_device.append((e_idx, e_val, e_c))
         idx += e_idx
         val += e_val
         const += e_c

@@ -7,7 +7,7 @@ nonnegative per-knob tables, times footprint^{-1,0,1}, inside max/min groups) ha
 [lo, hi] from the tables' least and largest values on the box's ranges (range-extreme queries),
 which is exact when the box is one design. Because every schedule coefficient a(S) of a form is
 >= 0 and every constraint's terms have positive coefficients, the model's own form evaluation
-(:func:`codesign.kinds.grid.space.fast_eval_form`) on the ``lo`` columns gives, per schedule,
+(:class:`_Form`, the same sums as the model's form evaluation) on the ``lo`` columns gives, per schedule,
 a lower bound of the objective and of each constraint's left side over the box; a schedule whose
 lower left side exceeds the upper right side (by ``PRUNE_RTOL``) is infeasible on the whole box.
 The box's bound is Σ_w weight_w × min over its still-possible schedules.
@@ -33,7 +33,7 @@ import numpy as np
 
 from codesign.kinds.grid import factored as fz
 from codesign.kinds.grid import factored_columns as fc
-from codesign.kinds.grid.space import Tables, constraint_values, fast_eval_form, hardware_values
+from codesign.kinds.grid.space import Tables, hardware_values
 from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import constraint_lhs, constraints, objective_terms, workload_forms
 from codesign.model.hardware import HardwareTable, hardware_table
@@ -172,14 +172,27 @@ class Bounder:
             low.features[name], up.features[name] = a, b
         return low, up
 
+    def compile(self) -> None:
+        """The forms the bound reads, with their hardware-constant products summed once per
+        schedule (:class:`_Form`)."""
+        self._in_products = {n for p in self._products() if "*" in p for n in p.split("*")}
+        self._objective = []
+        for w, metric, weight in objective_terms(self.inst):
+            spec = next(x for x in self.inst.workloads if x.name == w)
+            form = workload_forms(self.scheds[w], spec.precision)[metric]
+            cons = [(c, [(coef, _Form(f, self.scheds[w], self.cols)) for coef, f in c.lhs])
+                    for c in self.cons if c.workload == w]
+            self._objective.append((weight, _Form(form, self.scheds[w], self.cols), cons))
+
     def bound(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per box: a lower bound of the internal objective over its designs (inf: no design of
         the box is feasible)."""
+        if not hasattr(self, "_objective"):
+            self.compile()
         low, up = self.tables(lo, hi)
         n = len(lo)
-        rows = np.arange(n)
-        for name in self.names:  # a product a*b of lower bounds is one only for a, b >= 0
-            if (low.features[name] < 0).any() and any(name in p.split("*") for p in self._products() if "*" in p):
+        for name in self._in_products:  # a product a*b of lower bounds is one only for a, b >= 0
+            if (low.features[name] < 0).any():
                 raise fc.Unsupported(f"column {name} can be negative inside a product")
         ok = np.ones(n, dtype=bool)
         for c in self.cons:
@@ -188,15 +201,12 @@ class Bounder:
                 rhs = c.rhs + (up.column(c.rhs_hw) if c.rhs_hw else 0.0)
                 ok &= lhs <= rhs + PRUNE_RTOL * np.abs(rhs)
         total = np.where(ok, 0.0, np.inf)
-        for w, metric, weight in objective_terms(self.inst):
-            st = self.scheds[w]
-            spec = next(x for x in self.inst.workloads if x.name == w)
-            obj = fast_eval_form(workload_forms(st, spec.precision)[metric], low, st, rows)
-            for c in self.cons:
-                if c.workload == w:
-                    lhs = constraint_values(c, low, st, rows)
-                    rhs = c.rhs + (up.column(c.rhs_hw)[:, None] if c.rhs_hw else 0.0)
-                    obj[lhs > rhs + PRUNE_RTOL * np.abs(rhs)] = np.inf
+        for weight, form, cons in self._objective:
+            obj = form.lower(low)
+            for c, lhs_forms in cons:
+                lhs = sum(coef * f.lower(low) for coef, f in lhs_forms)
+                rhs = c.rhs + (up.column(c.rhs_hw)[:, None] if c.rhs_hw else 0.0)
+                obj[lhs > rhs + PRUNE_RTOL * np.abs(rhs)] = np.inf
             total = total + weight * obj.min(axis=1)
         return total
 
@@ -208,6 +218,70 @@ class Bounder:
             spec = next(x for x in self.inst.workloads if x.name == w)
             out += [p.hw for p in workload_forms(self.scheds[w], spec.precision)[metric].products]
         return out
+
+
+class _Form:
+    """A workload form Σ a(S)·h(H) + Σ max-groups, evaluated on a table of hardware lower bounds
+    (one row per box) for every schedule: the products whose hardware column is one constant
+    over the grid are summed once (0·inf = 0, the model's rule), the others are one matrix
+    product. A lower bound because every a(S) >= 0 (checked) and the columns are lower bounds."""
+
+    def __init__(self, form, st: ScheduleTable, cols: fc.Columns):
+        def one(name: str) -> float | None:
+            if name == "one":
+                return 1.0
+            col = cols.column(name)
+            if not col.groups and all(t.coef == 0.0 for t in col.base):
+                return 0.0  # (e.g. the overlapped share of a stream with no overlap)
+            return col.constant
+
+        def constant(hw: str) -> float | None:
+            vals = [one(p) for p in hw.split("*")]
+            return None if any(v is None for v in vals) else float(np.prod(vals))
+
+        def times(a: np.ndarray, c: float) -> np.ndarray:
+            with np.errstate(invalid="ignore"):
+                return np.where(a == 0.0, 0.0, a * c)
+
+        self.size = st.size
+        self.const = np.zeros(st.size)
+        self.names, rows = [], []
+        for p in form.linear:
+            a, c = st.column(p.sched), constant(p.hw)
+            if c is None:
+                self.names.append(p.hw)
+                rows.append(a)
+            else:
+                self.const = self.const + times(a, c)
+        self.a = np.vstack(rows) if rows else np.zeros((0, st.size))
+        self.maxes = [[(p.hw, None, st.column(p.sched)) if constant(p.hw) is None
+                       else (None, times(st.column(p.sched), constant(p.hw)), None) for p in g] for g in form.maxes]
+
+    def lower(self, low: HardwareTable) -> np.ndarray:
+        n = low.size
+        out = self.const[None, :]  # (broadcast: rows are added below)
+        if self.names:
+            h = np.column_stack([low.column(name) for name in self.names])
+            if np.isfinite(h).all():
+                out = out + h @ self.a
+            else:
+                for j in range(len(self.names)):
+                    out = out + _outer(h[:, j], self.a[j])
+        for group in self.maxes:
+            m = None
+            for hw, vec, a in group:
+                v = np.broadcast_to(vec, (n, self.size)) if hw is None else _outer(low.column(hw), a)
+                m = v.copy() if m is None else np.maximum(m, v)
+            if m is not None:
+                out = out + m
+        return np.broadcast_to(out, (n, self.size)).copy() if out.shape[0] != n else out
+
+
+def _outer(h: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """h ⊗ a with 0·inf = 0 (the model's rule)."""
+    with np.errstate(invalid="ignore"):
+        out = np.multiply.outer(h, a)
+    return np.where(a[None, :] == 0.0, 0.0, out)
 
 
 @dataclass

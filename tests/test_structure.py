@@ -7,7 +7,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "codesign"
 ROOT = PACKAGE.parent
@@ -35,10 +38,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if p.name != "__main__.py"}
 
 
-def imports(path: Path) -> tuple[set[str], list[tuple[int, str]]]:
+@cache
+def imports(path: Path) -> tuple[frozenset[str], tuple[tuple[int, str], ...]]:
     """(modules imported at the top level, (line, module) imported inside functions). ``if
     TYPE_CHECKING:`` blocks import nothing at run time and are skipped. ``from a import b`` counts
-    as importing ``a.b`` when that is a module of the package, else ``a``."""
+    as importing ``a.b`` when that is a module of the package, else ``a``. Parsed once per file
+    (three tests read every module's imports)."""
     tree = ast.parse(path.read_text())
     top: set[str] = set()
     inner: list[tuple[int, str]] = []
@@ -64,13 +69,20 @@ def imports(path: Path) -> tuple[set[str], list[tuple[int, str]]]:
             visit(child, depth + (1 if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else 0))
 
     visit(tree, 0)
-    return top, inner
+    return frozenset(top), tuple(inner)
 
 
-def test_every_module_imports_on_its_own():
+#: the modules are checked in this many parts, one interpreter each (pytest-xdist spreads them)
+IMPORT_PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(IMPORT_PARTS))
+def test_every_module_imports_on_its_own(part):
     """Each module imported first, in a fresh interpreter state (every codesign module removed from
-    ``sys.modules`` before it): an import cycle or a missing import fails here."""
+    ``sys.modules`` before it): an import cycle or a missing import fails here. Every module is in
+    exactly one part."""
     names = sorted(modules())
+    assert len(names) >= IMPORT_PARTS
 
     def script(part: list[str]) -> str:
         return (
@@ -83,12 +95,9 @@ def test_every_module_imports_on_its_own():
             "print('\\n'.join(bad))\nsys.exit(1 if bad else 0)\n"
         )
 
-    # two interpreters side by side (each module still imported first in its own fresh state)
-    runs = [subprocess.Popen([sys.executable, "-c", script(names[i::2])], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=ROOT) for i in range(2)]
-    for run in runs:
-        out, err = run.communicate(timeout=300)
-        assert run.returncode == 0, out + err
+    run = subprocess.run([sys.executable, "-c", script(names[part::IMPORT_PARTS])], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_import_graph_has_no_cycle():

@@ -369,8 +369,10 @@ def section(doc: dict[str, Any] | None) -> dict[str, str]:
             tpe_cells.append((r["devices"], tp, cd["median_time_s"]))
         else:
             t_cell, tr = "–", "–"
+        partial_same = dc and cd["proven"] and same(dc["best_internal"], cd["internal"])
         ex = "–" if not dc else ("same optimum" if dc["agree"] else "differs!" if dc["agree"] is False else
-                                 "no option proved better" if dc["no_option_better"] else "–")
+                                 ("no option proved better" + ("; its best so far is codesign's optimum" if partial_same else ""))
+                                 if dc["no_option_better"] else "–")
         lines.append(f"| {r['devices']} | 1e{r['space_log10']:.0f} | {c} | {d} | "
                      f"{'–' if ratio is None else f'{ratio:.1f}×'} | {t_cell} | {tr} | {ex} |")
     targets = []

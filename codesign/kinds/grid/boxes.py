@@ -6,20 +6,22 @@ factored hardware column (:mod:`codesign.kinds.grid.factored_columns`: sums of p
 nonnegative per-knob tables, times footprint^{-1,0,1}, inside max/min groups) has an interval
 [lo, hi] from the tables' least and largest values on the box's ranges (range-extreme queries),
 which is exact when the box is one design. Because every schedule coefficient a(S) of a form is
->= 0 and every constraint's terms have positive coefficients, the model's own form evaluation
-(:class:`_Form`, the same sums as the model's form evaluation) on the ``lo`` columns gives, per schedule,
+>= 0 and every constraint's terms have positive coefficients, the forms evaluated
+(:class:`_Form`, the same sums as the model's) on the ``lo`` columns give, per schedule,
 a lower bound of the objective and of each constraint's left side over the box; a schedule whose
 lower left side exceeds the upper right side (by ``PRUNE_RTOL``) is infeasible on the whole box.
 The box's bound is Σ_w weight_w × min over its still-possible schedules.
 
-Best-first search: the boxes with the least bound are split in two (the knob chosen by
-:data:`BRANCHING`), children that are infeasible or whose bound is no better than the incumbent
-(by ``CONFIRM_RTOL``) are dropped, and every child's middle design is evaluated with the model
-(:func:`codesign.kinds.grid.space.hardware_values`): the incumbent is always a design the model
-verified. Single-design boxes are evaluated and closed. When no box is left, the incumbent is
-optimal up to CONFIRM_RTOL (no design is better by more than that); a time limit (checked after
-the first round) leaves the least
-open bound as the proven bound.
+Best-first search, a batch of the boxes with the least bound per round. Each box is *shaved*
+(:func:`_shave`): both halves of every knob's range are bounded; a half whose bound is no better
+than the incumbent (by ``CONFIRM_RTOL``) or that is infeasible is cut, the box shrinks to what is
+left, and it is then split along the knob whose worse half has the largest bound (branching
+"strong"; "widest" splits the knob with most values left, without shaving). Every new box's middle
+design is evaluated with the model (:func:`codesign.kinds.grid.space.hardware_values`): the
+incumbent is always a design the model verified. Single-design boxes are evaluated and closed.
+When no box is left, the incumbent is optimal up to CONFIRM_RTOL (no design is better by more
+than that); a time limit (checked after the first round) leaves the least open bound as the
+proven bound.
 """
 
 from __future__ import annotations

@@ -109,6 +109,9 @@ def known_engines() -> list[str]:
 
 def load_engine(name: str) -> Profile:
     """The profile ``name`` (InputError listing the known ones if there is none)."""
+    if not isinstance(name, str):
+        raise InputError("an engine is named by a text", key="engine", value=name,
+                         expected="one of: " + ", ".join(known_engines()))
     return _load(name, ())
 
 

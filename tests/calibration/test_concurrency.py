@@ -50,7 +50,8 @@ def test_more_requests_than_the_memory_holds_wait():
 def test_the_nim_rows_take_the_engine_profile_s_token_budget():
     engines = read_benchmark_engines()
     src = "NVIDIA NIM LLM benchmarking 1.0.0, Performance: Llama-3.1-8b-instruct, NIM 1.8.0, ..."
-    assert engine_of(src, "llama-3.1-8b", 1, 1, 200, 200, engines) == (None, 8192)
+    # (max batch unknown, 8,192 tokens, and the source's engine profile)
+    assert engine_of(src, "llama-3.1-8b", 1, 1, 200, 200, engines) == (None, 8192, "trtllm-0.14")
     # a budget smaller than the prompt chunks it: more prefill steps, a longer TTFT
     base = row(concurrency=1, metric="ttft_s", value=0.02)
     _, whole = at_concurrency(base)

@@ -174,11 +174,13 @@ def budget_time_cap_s(p: MappingProblem) -> float:
 
 
 def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s: float | None = None,
-                  chips: ChipOptions | None = None) -> MappingMIP:
+                  chips: ChipOptions | None = None, envelopes: bool = True) -> MappingMIP:
     """The MIP of ``p``; ``extend`` adds rows over the attachment and the period and returns terms of
     the energy per token (joint hardware: :mod:`codesign.kinds.mapping.joint`); ``t_cap_s`` replaces
     :func:`time_cap_s` as the bound on the period; ``chips`` makes each device's chip a decision
-    (:mod:`codesign.kinds.mapping.chips`; its devices' static power is then ``extend``'s)."""
+    (:mod:`codesign.kinds.mapping.chips`; its devices' static power is then ``extend``'s);
+    ``envelopes`` adds the stage envelopes (valid cuts, :func:`_add_envelopes`; they speed HiGHS and
+    slow CP-SAT on pf-llama405b-joint, formulations/mapping.md §4)."""
     mip = MIP(name=f"mapping-{p.inst.name}")
     D, L, lay = p.stages, p.layers, p.layer
     nmax = L - D + 1
@@ -387,7 +389,7 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
 
     per_device: list[Affine] = []
     energy = _energy_per_token(p, terms, n, cw, ck, T, per_device)
-    if p.objective == "energy_per_token_J" and all(len(terms.options(d)) == 1 for d in range(D)):
+    if envelopes and p.objective == "energy_per_token_J" and all(len(terms.options(d)) == 1 for d in range(D)):
         _add_envelopes(mip, p, n, per_device, t_ub * tau)
     if extend is not None:
         e_idx, e_val = extend(mip, a, T, t_ub, port_load)

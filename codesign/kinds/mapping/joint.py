@@ -257,7 +257,7 @@ def _chip_options(prob: Any, base: Any) -> ChipOptions:
     return ChipOptions(devices, [x.group for x in base.devices], space.chips)
 
 
-def formulate(prob: Any) -> Formulation:
+def formulate(prob: Any, *, envelopes: bool = True) -> Formulation:
     """The joint MIP (module docstring): the largest hardware's mapping MIP, its hardware static
     power taken out, plus the hardware's one-hot groups, their rows and their static power."""
     space = prob.hardware
@@ -341,7 +341,7 @@ def formulate(prob: Any) -> Formulation:
         m = base.micro_batch
         return idx, [w * TIME_UNIT_S / m for w in val]
 
-    mm = build_mapping(base, extend=extend, t_cap_s=_cap_s(prob), chips=chips)
+    mm = build_mapping(base, extend=extend, t_cap_s=_cap_s(prob), chips=chips, envelopes=envelopes)
 
     def decode(x: np.ndarray) -> dict[str, Any]:
         def pick(name: str, opts: tuple[Any, ...]) -> Any:

@@ -143,10 +143,12 @@ class Mapping(FixedHardwareProblem):
         return Assessment(design, ev.feasible, ev.objective, internal, metrics, tuple(ev.violations), (), ev)
 
     def formulate(self, solver: str, *, presolve: bool = True) -> Formulation:
-        """(No presolve removes designs from this kind's MIP: ``presolve`` changes nothing.)"""
+        """(No presolve removes designs from this kind's MIP: ``presolve`` changes nothing.) The stage
+        envelopes (valid cuts) are for HiGHS: they slow CP-SAT (formulations/mapping.md §4)."""
+        envelopes = solver != "cpsat"
         if self.hardware.joint:
-            return joint.formulate(self)
-        mm = build_mapping(self.model)
+            return joint.formulate(self, envelopes=envelopes)
+        mm = build_mapping(self.model, envelopes=envelopes)
         design_vars = np.array([*mm.n, *mm.cw.values(), *mm.ck.values(), *mm.a.values()], dtype=np.int64)
         return Formulation(
             mip=mm.mip, objective_unit=mm.objective_unit, decode=lambda x: mm.decode(x).as_dict(),

@@ -193,9 +193,16 @@ class Mapping(FixedHardwareProblem):
     def default_solver(self) -> str:  # type: ignore[override]
         """CP-SAT, except under a metric budget: its period-epigraph row stalled CP-SAT (unproven
         at 60 s on pf-llama405b-kv-mapping with 'tokens_per_s >= 1391.43', HiGHS 3.3 s); and with
-        hardware decisions: pf-dense1t-joint HiGHS 6-15 s, CP-SAT 44-50 s; pf-llama405b-joint's
-        optimum re-proved (check-solution) by HiGHS in 6 s, by CP-SAT not in 8 min."""
-        return "highs" if self.inst.spec.budgets.custom or self.hardware.joint else "cpsat"
+        hardware decisions: pf-dense1t-joint HiGHS 6-15 s, CP-SAT 44-50 s. A joint instance whose
+        tpot budget caps the period and whose chips are fixed goes back to CP-SAT: the cap makes its
+        big-Ms and integer grid tight (pf-llama405b-joint, 2 cores at load 9: CP-SAT 14-18 s, HiGHS
+        44-49 s; formulations/mapping.md §4)."""
+        if self.inst.spec.budgets.custom:
+            return "highs"
+        if self.hardware.joint:
+            capped = self.model.tpot_budget_s is not None and not self.hardware.chips
+            return "cpsat" if capped else "highs"
+        return "cpsat"
 
     def lints(self) -> list[Lint]:
         return render.lints(self.inst)

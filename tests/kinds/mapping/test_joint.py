@@ -41,6 +41,10 @@ def test_the_hardware_decisions_are_listed_with_their_group(fast):
     assert fast.default_solver == "highs"  # --solver auto: HiGHS proves the named joint instances sooner
 
 
+def test_auto_takes_cpsat_when_a_tpot_budget_caps_the_period_of_fixed_chips():
+    assert tiny("energy_per_token_J", tpot_s=0.05).default_solver == "cpsat"
+
+
 def test_a_scalar_keeps_the_fixed_hardware_instance():
     raw = generate_mapping(devices=2, modules=2, layers=3, ports=1, name="fixed")
     p = Mapping.from_data(raw, source="fixed")

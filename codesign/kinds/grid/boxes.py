@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from codesign.errors import InputError, ModelError
 from codesign.kinds.grid import factored as fz
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.space import Tables, hardware_values
@@ -40,6 +41,7 @@ from codesign.kinds.grid.spec import Instance
 from codesign.model.evaluate import constraint_lhs, constraints, objective_terms, workload_forms
 from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import ScheduleTable, schedule_table
+from codesign.proof import records
 from codesign.proof.tolerances import CONFIRM_RTOL
 
 #: a box is infeasible only when a lower left side exceeds the upper right side by this (relative;
@@ -502,9 +504,6 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
     no box is left (the bound is then the incumbent's value: no design is better by more than
     CONFIRM_RTOL), else the least open bound. The best design is re-assessed with the model, which
     must agree with the search's value (else a ModelError)."""
-    from codesign.errors import InputError, ModelError
-    from codesign.proof import records
-
     t0 = time.perf_counter()
     try:
         r = search(problem.inst, time_limit=time_limit, branching=branching)

@@ -38,7 +38,13 @@ from codesign.kinds.grid import factored as fz
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.space import Tables, hardware_values
 from codesign.kinds.grid.spec import Instance
-from codesign.model.evaluate import constraint_lhs, constraints, objective_terms, workload_forms
+from codesign.model.evaluate import (
+    constraint_lhs,
+    constraints,
+    objective_terms,
+    terms,
+    workload_forms,
+)
 from codesign.model.hardware import HardwareTable, hardware_table
 from codesign.model.schedule import ScheduleTable, schedule_table
 from codesign.proof import records
@@ -225,7 +231,7 @@ class Bounder:
 
 
 class _Form:
-    """A workload form Σ a(S)·h(H) + Σ max-groups, evaluated on a table of hardware lower bounds
+    """A workload form Σ a(S)·h(H) + Σ max-groups (each branch a product or a sum of products), evaluated on a table of hardware lower bounds
     (one row per box) for every schedule: the products whose hardware column is one constant
     over the grid are summed once (0·inf = 0, the model's rule), the others are one matrix
     product. A lower bound because every a(S) >= 0 (checked) and the columns are lower bounds."""
@@ -258,8 +264,20 @@ class _Form:
             else:
                 self.const = self.const + times(a, c)
         self.a = np.vstack(rows) if rows else np.zeros((0, st.size))
-        self.maxes = [[(p.hw, None, st.column(p.sched)) if constant(p.hw) is None
-                       else (None, times(st.column(p.sched), constant(p.hw)), None) for p in g] for g in form.maxes]
+        # each branch of a max group: (Σ of its hardware-constant products, [(column, a) of the others])
+        self.maxes = []
+        for g in form.maxes:
+            group = []
+            for br in g:
+                vec, varying = np.zeros(st.size), []
+                for p in terms(br):
+                    c = constant(p.hw)
+                    if c is None:
+                        varying.append((p.hw, st.column(p.sched)))
+                    else:
+                        vec = vec + times(st.column(p.sched), c)
+                group.append((vec, varying))
+            self.maxes.append(group)
 
     def lower(self, low: HardwareTable) -> np.ndarray:
         n = low.size
@@ -273,9 +291,11 @@ class _Form:
                     out = out + _outer(h[:, j], self.a[j])
         for group in self.maxes:
             m = None
-            for hw, vec, a in group:
-                v = np.broadcast_to(vec, (n, self.size)) if hw is None else _outer(low.column(hw), a)
-                m = v.copy() if m is None else np.maximum(m, v)
+            for vec, varying in group:
+                v = vec[None, :]
+                for hw, a in varying:
+                    v = v + _outer(low.column(hw), a)
+                m = v if m is None else np.maximum(m, v)
             if m is not None:
                 out = out + m
         return np.broadcast_to(out, (n, self.size)).copy() if out.shape[0] != n else out

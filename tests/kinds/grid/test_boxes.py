@@ -12,7 +12,7 @@ from codesign.kinds.grid import boxes
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.space import Tables, brute_force, hardware_values
-from codesign.kinds.grid.spec import load_instance
+from codesign.kinds.grid.spec import instance_from_data, load_instance
 from codesign.model.evaluate import constraints
 from codesign.model.hardware import hardware_table
 from codesign.model.schedule import schedule_table
@@ -123,3 +123,15 @@ def test_a_time_limit_keeps_a_verified_design_and_a_valid_bound():
 def test_catalog_hardware_is_refused():
     with pytest.raises(InputError, match="box search cannot solve"):
         boxes.solve(Grid(load_instance("dgx-llama70b-chip-choice")))
+
+
+def test_two_batch_overlap_branches_agree_with_brute_force():
+    """The overlap decision gives max groups whose branches are sums of products (eq. 5.3a)."""
+    data = load_instance("small-3d-llama8b").spec.model_dump(mode="json")
+    data["workloads"][0]["decisions"]["overlap"] = ["none", "two-batch"]
+    data.pop("baseline", None)
+    data.pop("extends", None)
+    inst = instance_from_data(data, source="<test>")
+    bf = brute_force(inst)
+    sol = boxes.solve(Grid(inst))
+    assert sol.status == "optimal" and _same(sol.objective, bf.objective)

@@ -80,7 +80,7 @@ def solve_cmd(
     out_dir: Annotated[Path | None, typer.Option("--out-dir", help="where --save writes (default: the user's data directory, `codesign solve --help`)")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="--save replaces a stored solution even when it is better (a proven optimum, a better objective)")] = False,
     robust: Annotated[bool, typer.Option("--robust", help="several workloads: the hardware minimising the worst relative regret against each workload's own optimum (default: the weighted sum)")] = False,
-    formulation: Annotated[str, typer.Option("--formulation", help="hardware/schedule instances: enumerated (one-hot over hardware designs) | factored (per-knob tables, for grids too large to enumerate) | auto (enumerated up to 1e7 hardware designs)")] = "auto",
+    formulation: Annotated[str, typer.Option("--formulation", help="hardware/schedule instances: enumerated (one-hot over hardware designs) | factored (per-knob tables, for grids too large to enumerate) | boxes (branch-and-bound over the hardware knobs, no MIP) | auto (enumerated up to 1e7 hardware designs; above, boxes with --solver auto, else factored)")] = "auto",
     everything: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:

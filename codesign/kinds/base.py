@@ -290,6 +290,12 @@ class Problem(ABC):
         False keeps every design in the MIP, also those a presolve proves worse than the best
         (``export`` writes the whole space)."""
 
+    def own_search(self, solver: str, time_limit: float | None) -> Any | None:
+        """An exact search of the kind's own that answers ``solve`` instead of a MIP, as the solve
+        record (:func:`codesign.proof.records.solution`), or None: solve the MIP. ``solver`` is
+        the one asked for (``auto`` included)."""
+        return None
+
     def brute_force(self, *, deadline: float | None = None) -> BruteForce:
         """Every design evaluated with the model; ValueError when the space is too large. No chunk
         of the enumeration starts after ``deadline`` (a ``time.perf_counter()`` value) but the first."""

@@ -353,6 +353,8 @@ def solve(
     round always runs). Raises ModelError when the model and a solver disagree."""
     check_solver(solver)
     check_limits(time_limit, threads)
+    if solver != brute.NAME and (searched := problem.own_search(solver, time_limit)) is not None:
+        return searched
     solver = choose_solver(problem, solver)
     if solver == brute.NAME:
         return _enumerated(problem, time_limit)

@@ -51,7 +51,7 @@ from codesign.model.schedule import ScheduleTable, schedule_table
 
 #: ``--formulation`` values: ``auto`` factors the hardware when the enumeration would hold more
 #: than AUTO_FACTORED_MIN_DESIGNS designs and the instance is supported, else enumerates
-FORMULATIONS = ("auto", "enumerated", "factored")
+FORMULATIONS = ("auto", "enumerated", "factored", "boxes")
 #: above this many hardware designs ``auto`` uses the factored formulation. Wherever the
 #: enumeration fits in memory (~1.2 GB per 1e6 designs, benchmarks/results/factored.json; 7.2e6
 #: designs took 5.7 GB in issue 29) it builds and proves faster, thanks to its skyline and bound
@@ -425,7 +425,7 @@ def chosen(inst: Instance, formulation: str) -> bool:
         raise InputError("unknown formulation", key="--formulation", value=formulation, expected=" | ".join(FORMULATIONS))
     if formulation == "enumerated":
         return False
-    if formulation == "factored":
+    if formulation in ("factored", "boxes"):  # (the box search reads the factored columns)
         return True
     return inst.hardware.family == "stacked-3d" and hardware_designs(inst) > AUTO_FACTORED_MIN_DESIGNS \
         and unsupported_reason(inst) is None

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from rich.markup import escape
 
+from codesign.errors import InputError
 from codesign.kinds.base import (
     Assessment,
     AuditRow,
@@ -22,8 +23,8 @@ from codesign.kinds.base import (
     Sense,
     register,
 )
+from codesign.kinds.grid import boxes, factored
 from codesign.kinds.grid import explain as grid_explain
-from codesign.kinds.grid import factored
 from codesign.kinds.grid import spec as grid_spec
 from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.generate import scaled_instance
@@ -134,6 +135,22 @@ class Grid(Problem):
         comp = build(self.inst, integer_grid=solver == "cpsat", decompose=presolve)
         return formulation_of(comp)
 
+    def own_search(self, solver: str, time_limit: float | None) -> Any | None:
+        """The box branch-and-bound (:mod:`codesign.kinds.grid.boxes`) when asked for
+        (``--formulation boxes``), and under ``auto`` (solver and formulation) where the factored
+        formulation would be chosen: above 1e7 hardware designs the box search proves what the
+        factored MIP does not (formulations/factored.md §6). Else None: the MIP."""
+        chosen = self.formulation == "boxes" or (
+            self.formulation == "auto" and solver == "auto" and factored.chosen(self.inst, "auto"))
+        if not chosen:
+            return None
+        try:
+            return boxes.solve(self, time_limit=time_limit)
+        except InputError:
+            if self.formulation == "boxes":
+                raise
+            return None  # (auto: an instance the box search cannot bound goes to the factored MIP)
+
     def brute_force(self, *, deadline: float | None = None) -> BruteForce:
         r = brute_force(self.inst, deadline=deadline)
         best = None if r.design is None else self.assess(r.design)
@@ -171,7 +188,7 @@ class Grid(Problem):
         return Grid(grid_spec.with_objective(self.inst, metric), formulation=self.formulation) if metric is not None else self
 
     def with_formulation(self, formulation: str) -> Grid:
-        """The same instance compiled ``enumerated``, ``factored`` or ``auto`` (factored.FORMULATIONS)."""
+        """The same instance compiled ``enumerated``, ``factored``, searched by ``boxes``, or ``auto`` (factored.FORMULATIONS)."""
         factored.chosen(self.inst, formulation)  # an unknown name is an InputError here
         return Grid(self.inst, formulation=formulation)
 

@@ -137,3 +137,44 @@ def test_two_batch_overlap_branches_agree_with_brute_force():
     bf = brute_force(inst)
     sol = boxes.solve(Grid(inst))
     assert sol.status == "optimal" and _same(sol.objective, bf.objective)
+
+
+# --- through the solve driver (`--formulation boxes`, and `auto` above the enumeration limit) ---
+
+def _refined(inst_name: str, decisions: dict) -> Grid:
+    data = load_instance(inst_name).spec.model_dump(mode="json")
+    data["name"] = f"{inst_name}-refined"
+    data["hardware"]["decisions"] = decisions
+    data.pop("baseline", None)
+    data.pop("extends", None)
+    return Grid(instance_from_data(data, source="<test refined grid>"))
+
+
+def test_formulation_boxes_answers_solve_with_the_mip_optimum():
+    from codesign.proof.driver import solve
+
+    grid = Grid(load_instance("small-3d-llama8b"))
+    by_boxes = solve(grid.with_formulation("boxes"))
+    by_mip = solve(grid.with_formulation("enumerated"), solver="highs")
+    assert (by_boxes.solver, by_boxes.status, by_mip.status) == ("boxes", "optimal", "optimal")
+    assert by_boxes.objective == pytest.approx(by_mip.objective, rel=AGREEMENT_RTOL)
+
+
+def test_auto_takes_the_box_search_only_above_the_enumeration_limit():
+    # 16 x 64 x 6 x 101 x 29 x 8 = 1.4e8 hardware designs (> 1e7: the factored side of `auto`)
+    steps = lambda lo, n, d: [round(lo + i * d, 4) for i in range(n)]  # noqa: E731
+    big = _refined("small-3d-llama8b", {
+        "dram_layers": list(range(1, 17)), "tsv_count": list(range(1024, 65537, 1024)),
+        "tsv_pitch_um": [9.0, 12.0, 15.0, 20.0, 30.0, 40.0], "compute_area_mm2": steps(40, 101, 2),
+        "clock_GHz": steps(0.8, 29, 0.05), "sram_MiB": steps(0.25, 8, 0.25)})
+    rec = big.own_search("auto", time_limit=0.0)  # one round: a record, not a proof
+    assert rec is not None and rec.solver == "boxes" and rec.status in ("feasible", "optimal", "no_solution")
+    assert big.own_search("highs", time_limit=0.0) is None  # a named MIP solver gets the MIP
+    assert big.with_formulation("factored").own_search("auto", time_limit=0.0) is None
+    assert Grid(load_instance("small-3d-llama8b")).own_search("auto", time_limit=0.0) is None  # 8,400 designs
+
+
+def test_formulation_boxes_on_catalog_chips_is_an_input_error(cli):
+    r = cli("solve", "dgx-llama70b-chip-choice", "--formulation", "boxes")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert "box search" in r.stderr

@@ -25,6 +25,7 @@ from codesign.calibration.rows import METRICS, Row
 from codesign.errors import InputError
 from codesign.kinds.grid.spec import Instance, InstanceFile
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.engines import Rules
 from codesign.model.evaluate import Evaluation, evaluate, holds
 from codesign.model.schedule import decoder_state_per_slot_B, structural_reason
 from codesign.model.units import BYTES_PER_ELEMENT, GiB
@@ -43,6 +44,15 @@ MEMORY_FIELDS = ("usable_memory_fraction", "runtime_reserve_GiB", "kv_cache_free
 ENGINE_USABLE_FRACTION = 1.0
 
 
+#: the rules a row's instance is evaluated under (``engine_rules``, read by
+#: ``engines.instance_rules``): the physics, with every sequence of the row's batch charged
+#: TensorRT-LLM's decoding state (eq. 4.14b) whatever the row's engine, the validation's rule since
+#: eq. 4.14b (model.md §4.6). The row's engine enters through the row: its maximum batch, token
+#: budget, KV precision, all-reduce (``system.allreduce``, NCCL's where its profile has none), EP
+#: dispatch and its other slots' decoding state (:func:`engine_state_B`).
+ROW_RULES = Rules(decoder_state="trtllm")
+
+
 def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = None) -> Instance:
     """The one-design catalog instance of ``row`` at ``batch`` sequences per model replica."""
     chip = catalog.load_chip(row.gpu)
@@ -51,7 +61,7 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
         "description": f"measurement row {row.id}",
         "system": {"devices": row.num_gpus, "scale_up_domain": chip.scale_up_domain_size,
                    # the row's engine's all-reduce profile (codesign.model.engines), else NCCL's
-                   **({} if row.rules.allreduce is None else {"allreduce": row.rules.allreduce})},
+                   "allreduce": row.rules.allreduce or "nccl"},
         "hardware": {"family": "catalog", "chip": row.gpu},
         "workloads": [
             {
@@ -73,7 +83,9 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
             }
         ],
     }
-    return Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration)
+    inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration)
+    inst.engine_rules = ROW_RULES
+    return inst
 
 
 def evaluate_row(row: Row, batch: int, *, calibration: CalibrationSet | None = None) -> Evaluation:

@@ -23,8 +23,11 @@ not applied. ``[[tier]]`` tables override rules for chips with less memory than 
 whose id contains one of ``chips``): the first tier that matches applies. ``extends`` names a
 profile whose rules this one starts from (a variant: one rule changed).
 
-"No engine" (:data:`PHYSICS`) applies none of these rules but ``decoder_state``, which every
-instance has been charged since eq. 4.14b (docs/instance-file.md, ``system.engine``).
+"No engine" (:data:`PHYSICS`) applies none of these rules: no batch cap, no token budget, no
+decoding state, the weights' KV precision, EP by all-to-all where it moves fewer bytes, and the TP
+all-reduce of least alpha-beta time the topology supports (:data:`PHYSICS_ALLREDUCE`, model.md
+eq. 3.17c); a profile that leaves a rule out gets the physics' for it (docs/instance-file.md,
+``system.engine``).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class Rules:
     engine: str | None = None
     max_batch_size: int | None = None
     max_num_tokens: int | None = None
-    decoder_state: str = "trtllm"
+    decoder_state: str = "none"
     kv_cache: str = "weights"
     allreduce: str | None = None
     ep_dispatch: str | None = None
@@ -74,8 +77,11 @@ class Rules:
         return weight_only.get(precision, precision)
 
 
-#: no engine: the physics alone (the decoding state per sequence stays charged, see module doc)
+#: no engine: the physics alone (see the module doc)
 PHYSICS = Rules()
+#: the TP all-reduce without an engine's rule: per collective the algorithm of least time on the
+#: topology (model.md eq. 3.17c); "nccl" is the fitted profile of the TensorRT-LLM engines
+PHYSICS_ALLREDUCE = "fastest"
 
 
 @dataclass(frozen=True)
@@ -198,8 +204,8 @@ def instance_rules(inst: Any) -> Rules:
     InputError if the engine's rules differ between them (a tier). A 3D-stacked family has no
     catalog chip: the profile's base rules."""
     name = getattr(inst.system, "engine", None)
-    if name is None:
-        return PHYSICS
+    if name is None:  # a measurement row's instance carries its own (calibration.engine.ROW_RULES)
+        return getattr(inst, "engine_rules", None) or PHYSICS
     profile = load_engine(name)
     hw = inst.hardware
     if hw.family != "catalog":
@@ -214,5 +220,8 @@ def instance_rules(inst: Any) -> Rules:
 
 
 def allreduce_mode(inst: Any) -> str:
-    """The TP all-reduce of an instance: ``system.allreduce``, else its engine's, else "nccl"."""
-    return topology.allreduce_mode(inst) if inst.system.allreduce else (instance_rules(inst).allreduce or "nccl")
+    """The TP all-reduce of an instance: ``system.allreduce``, else its engine's, else the
+    physics' (:data:`PHYSICS_ALLREDUCE`)."""
+    if inst.system.allreduce:
+        return topology.allreduce_mode(inst)
+    return instance_rules(inst).allreduce or PHYSICS_ALLREDUCE

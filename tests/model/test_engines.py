@@ -13,6 +13,12 @@ Hand-derived figures:
   320,320 = 2,950,976 B; 16 sequences hold 47,215,616 B. Under vLLM (no such state): 0.
 - An FP8 checkpoint's KV cache under vLLM is BF16 (2 B per element) where the physics keeps FP8
   (1 B): twice the bytes.
+- No engine charges none of that state: the device's memory (``memory_local_B``) holds 47,215,616 B
+  less than under trtllm-0.14, and nothing else in it differs.
+- Llama 3.1 70B at TP 8 on the H100 (NVLink 4, switches that reduce), 80 layers of two TP
+  all-reduces each and one logits all-gather (a ring, 7 steps) per decode step: the physics'
+  all-reduce ("fastest", model.md eq. 3.17c) runs in the switch in 2 steps, 160 x 2 + 7 = 327 steps;
+  NCCL's profile (trtllm-0.14's) keeps the ring's 2(8 - 1) = 14 steps, 160 x 14 + 7 = 2,247.
 """
 
 from __future__ import annotations
@@ -110,8 +116,47 @@ def test_a_variant_changes_one_rule_of_its_base():
 # --- an instance's system.engine -------------------------------------------------------------------
 def test_no_engine_is_the_physics_alone():
     assert engines.instance_rules(_inst(None)) is engines.PHYSICS
+    p = engines.PHYSICS
+    assert (p.max_batch_size, p.max_num_tokens, p.decoder_state, p.kv_cache, p.allreduce, p.ep_dispatch) == \
+           (None, None, "none", "weights", None, None)
+    assert engines.allreduce_mode(_inst(None)) == "fastest"
     f = _features(None)
     assert "prefill.extra_iterations" not in f  # no token budget: no extra iterations
+    assert f["decoder_state_per_device_B"][0] == 0  # no decoding state
+
+
+def test_no_engine_charges_no_decoding_state_and_trtllm_restores_it():
+    phys, trt = _features(None), _features("trtllm-0.14")
+    assert trt["decoder_state_per_device_B"][0] == 16 * 2_950_976 == 47_215_616
+    assert trt["memory_local_B"][0] - phys["memory_local_B"][0] == 47_215_616
+    assert trt["kv_per_device_B"][0] == phys["kv_per_device_B"][0]  # an FP8 checkpoint: FP8 KV both ways
+
+
+def test_no_engine_runs_the_fastest_allreduce_and_trtllm_restores_nccl():
+    kw = {"workload": "llama-3.1-70b", "devices": 8, "isl": 2048, "osl": 128,
+          "decisions": {"tp": [8], "pp": [1], "batch": [64]}}
+    phys, trt = _features(None, **kw), _features("trtllm-0.14", **kw)
+    assert phys["decode.steps_scale_up"][0] == 160 * 2 + 7 == 327
+    assert trt["decode.steps_scale_up"][0] == 160 * 14 + 7 == 2247
+    for col in ("decode.bytes_scale_up", "decode.steps_scale_up", "prefill.bytes_scale_up"):
+        assert phys[col][0] == _features(None, allreduce="fastest", **kw)[col][0], col
+        assert trt[col][0] == _features(None, allreduce="nccl", **kw)[col][0], col
+    assert phys["decode.bytes_scale_up"][0] < trt["decode.bytes_scale_up"][0]  # in the switch: fewer bytes
+
+
+def test_a_measurement_rows_instance_keeps_the_validations_rules():
+    """A row's instance (calibration.engine.row_instance) is charged its batch's decoding state and
+    runs NCCL's all-reduce where its engine names none (here: an unknown engine), as the fit was made."""
+    from codesign.calibration.engine import ROW_RULES, row_instance
+    from codesign.calibration.rows import Row
+
+    row = Row(id="r", model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tp=1, pp=1, ep=1, attention_dp=1,
+              precision="fp8", isl=8000, osl=8, concurrency=None, metric="output_tokens_per_s", value=1.0)
+    assert row.engine is None and row.rules is engines.PHYSICS
+    inst = row_instance(row, 16)
+    assert engines.instance_rules(inst) is ROW_RULES
+    assert engines.allreduce_mode(inst) == "nccl"
+    assert schedule_table(inst, "main").features["decoder_state_per_device_B"][0] == 47_215_616
 
 
 def test_the_engines_token_budget_reaches_the_instance():
@@ -124,7 +169,8 @@ def test_the_engines_token_budget_reaches_the_instance():
 
 
 def test_the_decoding_state_is_the_engines():
-    assert _features(None)["decoder_state_per_device_B"][0] == 16 * 2_950_976 == 47_215_616
+    assert _features(None)["decoder_state_per_device_B"][0] == 0
+    assert _features("trtllm-0.14")["decoder_state_per_device_B"][0] == 16 * 2_950_976 == 47_215_616
     assert _features("trtllm-1.x")["decoder_state_per_device_B"][0] == 47_215_616
     assert _features("vllm")["decoder_state_per_device_B"][0] == 0
 
@@ -153,7 +199,7 @@ def test_the_engines_allreduce_is_the_systems_unless_it_names_one():
           "decisions": {"tp": [8], "pp": [1], "batch": [64]}}
     var = _features("trtllm-0.14-fastest-allreduce", **kw)
     pinned = _features(None, allreduce="fastest", **kw)
-    nccl = _features(None, **kw)
+    nccl = _features(None, allreduce="nccl", **kw)
     assert var["decode.bytes_scale_up"][0] == pinned["decode.bytes_scale_up"][0]
     assert var["decode.steps_scale_up"][0] == pinned["decode.steps_scale_up"][0]
     assert var["decode.steps_scale_up"][0] != nccl["decode.steps_scale_up"][0]
@@ -168,9 +214,10 @@ def test_the_engines_ep_dispatch():
     kw = {"workload": "mixtral-8x7b", "devices": 8, "isl": 128, "osl": 128,
           "decisions": {"tp": [8], "pp": [1], "ep": [8], "batch": [64]}}
     gather = _features("trtllm-1.x", **kw)
-    explicit = _features(None, **{**kw, "decisions": {**kw["decisions"], "ep_all_to_all": [False]}})
+    # trtllm-1.x's all-reduce is NCCL's: the physics is compared under the same
+    explicit = _features(None, allreduce="nccl", **{**kw, "decisions": {**kw["decisions"], "ep_all_to_all": [False]}})
     a2a = _features("trtllm-1.x-all-to-all", **kw)
-    phys = _features(None, **kw)
+    phys = _features(None, allreduce="nccl", **kw)
     for col in ("decode.bytes_scale_up", "decode.steps_scale_up"):
         assert gather[col][0] == explicit[col][0], col
         assert a2a[col][0] == phys[col][0], col
@@ -185,4 +232,19 @@ def test_an_engine_whose_rules_differ_between_the_chips_to_choose_is_refused():
     with pytest.raises(InputError, match="other rules on some of the chips"):
         instance_from_data(raw)
     raw["system"]["engine"] = "vllm"
+    raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "h200-sxm"]}  # one scale-up link (the physics' all-reduce)
     assert engines.instance_rules(instance_from_data(raw)).max_num_tokens == 8192
+
+
+def test_no_engine_over_chips_of_different_links_asks_for_an_allreduce():
+    """The physics' all-reduce is the fastest per collective on one scale-up link: the H100's
+    NVLink 4 and the B200's NVLink 5 differ, so an instance choosing between them names an engine
+    or pins ``system.allreduce``."""
+    raw = _raw(None)
+    raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "b200"]}
+    with pytest.raises(InputError, match="'fastest' picks per collective on one scale-up link"):
+        instance_from_data(raw)
+    raw["system"]["allreduce"] = "nccl"
+    assert engines.allreduce_mode(instance_from_data(raw)) == "nccl"
+    raw["system"] = {**_raw("trtllm-0.14")["system"]}
+    assert engines.allreduce_mode(instance_from_data(raw)) == "nccl"

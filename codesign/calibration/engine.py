@@ -182,9 +182,11 @@ def footprint(row: Row, *, calibration: CalibrationSet | None = None) -> Footpri
 def engine_state_B(row: Row) -> float:
     """Bytes per device the row's engine allocates for its ``engine_max_batch`` sequence slots
     before sizing the KV cache (``decoder_state_per_slot_B`` at max_seq_len = ISL + OSL, the
-    engine's under a ``--dataset`` build); 0 if the row's engine is unknown or its profile charges no
-    such state (``decoder_state = "none"``)."""
-    if row.engine_max_batch is None or row.rules.decoder_state == "none":
+    engine's under a ``--dataset`` build); 0 if the row's engine's maximum batch is unknown or its
+    profile charges no such state (``decoder_state = "none"``). A row of an unknown engine with a
+    known maximum batch is charged it (:data:`ROW_RULES`: TensorRT-LLM's state, the validation's rule)."""
+    rules = row.rules if row.engine is not None else ROW_RULES
+    if row.engine_max_batch is None or rules.decoder_state == "none":
         return 0.0
     # a device holds its own executor's slots: under attention DP each rank has its own
     # max_batch_size (``engine_cap`` multiplies the replica's batch by TP, not the state); with

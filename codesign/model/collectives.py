@@ -20,7 +20,12 @@ Rabenseifner & Gropp 2005):
   (network.IN_SWITCH_MIN_RANKS); only where the scale-up switches reduce (interconnect
   ``in_switch_reduction``).
 
-``system.allreduce`` chooses (left out: the one of ``system.engine``'s profile, else "nccl"):
+An engine may choose by message size instead (its profile's ``allreduce_bands``; ``by_size``):
+vLLM's custom all-reduce runs one-shot below one size and two-shot up to another, its symmetric-
+memory all-reduce in the switch up to a third, then NCCL, each bound per TP size and device.
+
+``system.allreduce`` chooses (left out: the one of ``system.engine``'s profile, else "nccl"; an
+engine profile's name: that engine's rule, its bands included):
 "nccl" keeps the engine profile the measured rows were fitted with; "fastest" takes, per collective (each schedule row and phase), the algorithm of least
 time on the instance's scale-up link — a min the schedule table evaluates exactly for every
 enumerated schedule, since the link's figures are the same for every hardware design (else an
@@ -37,10 +42,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from codesign.catalog import load_chip
 from codesign.errors import InputError
 from codesign.model import network, topology
-from codesign.model.engines import allreduce_mode
+from codesign.model.engines import allreduce_mode, load_engine
 from codesign.model.hardware import hardware_table
+from codesign.model.topology import ALLREDUCE_MODES
 
 if TYPE_CHECKING:
     from codesign.kinds.grid.spec import Instance
@@ -105,6 +112,33 @@ def fastest(names: tuple[str, ...], n: ArrayLike, m: ArrayLike, s_per_B: ArrayLi
     return take(0), take(1), take(2), pick
 
 
+Bands = tuple[tuple[int, tuple[tuple[int, str], ...]], ...]
+
+
+def by_size(bands: Bands, n: ArrayLike, m: ArrayLike, reduces: bool
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(timed bytes, moved bytes, steps, NCCL's) per element of an engine's all-reduce by message
+    size: a TP group of ``n`` runs the first of its size's bands ``(below_B, algorithm)`` whose
+    bound the ``m``-byte message is below. NCCL's (True; the others 0) where no band takes it: a
+    message at or above the last bound, a TP size without bands, or an in-switch band on switches
+    that do not reduce (``reduces`` False: the engine's multicast buffer fails, it falls back)."""
+    n = _f(n)
+    m = _f(m) * np.ones_like(n)
+    timed, moved, steps = np.zeros_like(m), np.zeros_like(m), np.zeros_like(m)
+    claimed = np.zeros(m.shape, dtype=bool)
+    nccl = np.ones(m.shape, dtype=bool)
+    for tp, sizes in bands:
+        for below, name in sizes:
+            sel = (n == tp) & ~claimed & (m < below)
+            claimed |= sel
+            if name == "in-switch" and not reduces:
+                continue
+            t, mv, st = ALGORITHM_FUNCTIONS[name](n, m)
+            timed, moved, steps = np.where(sel, t, timed), np.where(sel, mv, moved), np.where(sel, st, steps)
+            nccl &= ~sel
+    return timed, moved, steps, nccl
+
+
 # --- the torus: a ring per dimension (eq. 3.17d) --------------------------------------------------
 def torus_ring(group: topology.TorusGroup, m: ArrayLike, phases: int = 2) -> tuple[np.ndarray, np.ndarray, float]:
     """(timed bytes, moved bytes, steps) of a ring collective per dimension over a torus group:
@@ -140,6 +174,8 @@ class Plan:
     s_per_B_cross: float = 0.0
     s_per_step: float = 0.0
     reduces: bool = False
+    #: an engine's all-reduce by message size (``by_size``; NCCL outside its bands), or None
+    bands: Bands | None = None
 
 
 LINK_COLUMNS = ("s_per_B_scale_up", "s_per_B_scale_up_cross", "s_per_step_scale_up", "s_per_collective_step",
@@ -147,18 +183,25 @@ LINK_COLUMNS = ("s_per_B_scale_up", "s_per_B_scale_up_cross", "s_per_step_scale_
 
 
 def plan_of(inst: Instance) -> Plan:
-    """The plan of ``inst``; "fastest" and a pinned "in-switch" read the scale-up link off the
-    hardware table (one row per chip), which must agree for every design."""
+    """The plan of ``inst``; "fastest", a pinned "in-switch" and an engine's size bands read the
+    scale-up link off the hardware table (one row per chip), which must agree for every design
+    (for the bands: whether the switches reduce)."""
     mode = allreduce_mode(inst)
     dims = topology.torus_dims(inst)
+    if mode not in ALLREDUCE_MODES:  # an engine's name: its all-reduce by message size
+        bands = engine_bands(inst, mode)
+        if bands is None or dims is not None:
+            return Plan("nccl", dims)
+        reduces = {f[-1] for f in _link_figures(inst)}
+        if len(reduces) > 1:
+            raise InputError("an engine's all-reduce bands need switches that all reduce, or none",
+                             key="system.allreduce", value=mode,
+                             expected="chips whose scale-up switches agree on in_switch_reduction",
+                             suggestion="solve each chip as its own instance")
+        return Plan("nccl", None, reduces=bool(reduces.pop()), bands=bands)
     if mode == "nccl" or (mode != "in-switch" and dims is not None) or mode in ("ring", "two-shot", "one-shot", "tree"):
         return Plan(mode, dims)
-    decs = inst.hardware_decisions
-    chips = next((d.domain for d in decs if d.key == "chip"), (None,))
-    designs = {d.name: np.array(list(d.domain) if d.key == "chip" else [d.domain[0]] * len(chips),
-                                dtype=object if isinstance(d.domain[0], str) else None) for d in decs}
-    hw = hardware_table(inst, designs)
-    figures = {tuple(float(hw.features[c][i]) for c in LINK_COLUMNS) for i in range(hw.size)}
+    figures = _link_figures(inst)
     if len(figures) > 1:
         raise InputError(
             f"all-reduce {mode!r} picks per collective on one scale-up link, but the hardware designs have "
@@ -172,6 +215,31 @@ def plan_of(inst: Instance) -> Plan:
                          value=mode, expected="an interconnect with in_switch_reduction = true (NVLink 4 or 5)",
                          suggestion="pin another algorithm, or choose 'fastest'")
     return Plan(mode, dims, up, cross, lat + soft, bool(reduces))
+
+
+def engine_bands(inst: Instance, name: str) -> Bands | None:
+    """Engine ``name``'s all-reduce bands on the instance's catalog chips (the profile's base
+    rules for a family without one); InputError if they differ between the chips."""
+    profile = load_engine(name)
+    hw = inst.hardware
+    chips = list(hw.decisions.get("chip") or [hw.chip]) if hw.family == "catalog" else []
+    found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB).allreduce_bands for c in chips} or \
+        {profile.for_chip().allreduce_bands}
+    if len(found) > 1:
+        raise InputError(f"engine {name!r} reduces by other size bands on some of the chips ({', '.join(chips)})",
+                         key="system.allreduce", value=name, expected="chips on which the engine's all-reduce agrees",
+                         suggestion="solve each chip as its own instance")
+    return found.pop()
+
+
+def _link_figures(inst: Instance) -> set[tuple[float, ...]]:
+    """The distinct scale-up link figures (``LINK_COLUMNS``) of the instance's hardware designs."""
+    decs = inst.hardware_decisions
+    chips = next((d.domain for d in decs if d.key == "chip"), (None,))
+    designs = {d.name: np.array(list(d.domain) if d.key == "chip" else [d.domain[0]] * len(chips),
+                                dtype=object if isinstance(d.domain[0], str) else None) for d in decs}
+    hw = hardware_table(inst, designs)
+    return {tuple(float(hw.features[c][i]) for c in LINK_COLUMNS) for i in range(hw.size)}
 
 
 def check_system(inst: Instance, path: str | Path | None) -> None:
@@ -209,6 +277,13 @@ def tp_allreduce(plan: Plan, n: ArrayLike, domain: ArrayLike, m: ArrayLike, cros
     spanning domains the hierarchical ring."""
     n, m = _f(n), _f(m) * np.ones_like(_f(n))
     h = network.hierarchical_allreduce(n, domain, m)
+    if plan.bands is not None:  # the engine's bands inside one domain, else NCCL's (as below)
+        t, mv, s, nccl = by_size(plan.bands, n, m, plan.reduces)
+        nccl |= n > _f(domain)
+        ts, ms = network.in_switch_allreduce(n, domain, m)
+        t_ring = np.where(nccl, h.scale_up_B, t)
+        return Collective(t_ring, np.where(nccl, ts, t), np.where(nccl, h.scale_up_B, mv), np.where(nccl, ms, mv),
+                          t_ring, np.where(nccl, h.scale_up_steps, s), h.scale_out_B, h.scale_out_steps)
     if plan.mode == "nccl" and plan.torus is None:
         ts, ms = network.in_switch_allreduce(n, domain, m)
         return Collective(h.scale_up_B, ts, h.scale_up_B, ms, h.scale_up_B, h.scale_up_steps,

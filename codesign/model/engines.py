@@ -14,6 +14,10 @@ names, the rules the model applies on top of the engine-free physics:
   weights below 16 bit) or ``"weights"`` (the weights' precision, a weight-only format's 16-bit math:
   the physics' default);
 - ``allreduce``: the TP all-reduce profile (``system.allreduce``: nccl, fastest or one pinned);
+- ``allreduce_bands``: the engine's all-reduce by message size, per TP size: ``tp<N> = [[below_B,
+  algorithm], ...]`` (bounds ascending; a message of at least the last bound, or a TP size not
+  listed, runs ``allreduce``, which must then be "nccl"; collectives.by_size). A profile with
+  bands on a chip has the all-reduce rule of its own name (``system.allreduce`` may name it);
 - ``ep_dispatch``: how MoE tokens reach their experts under EP: ``"gather"`` (every rank gathers
   every token) or ``"fewer-bytes"`` (all-to-all where it moves fewer bytes, EP > top-k: eq. 4.6a).
 
@@ -40,12 +44,13 @@ from typing import Any
 from codesign.catalog import load_chip
 from codesign.errors import InputError, did_you_mean
 from codesign.model import topology
-from codesign.model.topology import ALLREDUCE_MODES
+from codesign.model.topology import ALGORITHMS, ALLREDUCE_MODES
 from codesign.model.units import BYTES_PER_ELEMENT
 from codesign.paths import catalog_dir
 from codesign.schema import load_toml
 
-RULES = ("max_batch_size", "max_num_tokens", "decoder_state", "kv_cache", "allreduce", "ep_dispatch")
+RULES = ("max_batch_size", "max_num_tokens", "decoder_state", "kv_cache", "allreduce", "allreduce_bands",
+         "ep_dispatch")
 _CHOICES = {"decoder_state": ("trtllm", "none"), "kv_cache": ("fp8-for-fp8-fp4", "16-bit", "weights"),
             "ep_dispatch": ("gather", "fewer-bytes")}
 _KEYS = {"name", "description", "extends", "sources", "assumed", "tier", *RULES}
@@ -63,6 +68,8 @@ class Rules:
     decoder_state: str = "none"
     kv_cache: str = "weights"
     allreduce: str | None = None
+    #: ((tp, ((below_B, algorithm), ...)), ...): see the module doc
+    allreduce_bands: tuple[tuple[int, tuple[tuple[int, str], ...]], ...] | None = None
     ep_dispatch: str | None = None
 
     def kv_precision(self, precision: str, stated: str | None, weight_only: dict[str, str]) -> str:
@@ -102,7 +109,9 @@ class Profile:
                 if small or any(c in (chip_id or "") for c in chips):
                     rules.update(over)
                     break
-        return replace(PHYSICS, engine=self.name, **rules)
+        # size bands: the all-reduce is this engine's, named by it (collectives.plan_of reads them)
+        return replace(PHYSICS, engine=self.name, **rules,
+                       **({"allreduce": self.name} if rules.get("allreduce_bands") is not None else {}))
 
 
 def engines_dir() -> Path:
@@ -164,12 +173,36 @@ def _rules(path: Path, prefix: str, data: dict[str, Any]) -> dict[str, Any]:
             expected = "a positive integer"
         elif rule == "allreduce":
             ok, expected = v in ALLREDUCE_MODES, "one of: " + ", ".join(ALLREDUCE_MODES)
+        elif rule == "allreduce_bands":
+            parsed = _bands(v)
+            ok, expected = parsed is not None, '{ tp<N> = [[below_B, "one-shot"], ...] }: bounds ascending, algorithms ' + \
+                ", ".join(ALGORITHMS)
         else:
             ok, expected = v in _CHOICES[rule], "one of: " + ", ".join(_CHOICES[rule])
         if not ok:
             raise InputError("malformed engine rule", file=path, key=prefix + rule, value=v, expected=expected)
-        out[rule] = v
+        out[rule] = parsed if rule == "allreduce_bands" else v
+    if "allreduce_bands" in out and out.get("allreduce", "nccl") != "nccl":
+        raise InputError("an engine's all-reduce bands fall back to NCCL", file=path, key=prefix + "allreduce",
+                         value=out["allreduce"], expected="nccl (or leave it out)")
     return out
+
+
+def _bands(v: Any) -> tuple[tuple[int, tuple[tuple[int, str], ...]], ...] | None:
+    """``allreduce_bands`` as a sorted tuple; None if malformed."""
+    if not isinstance(v, dict):
+        return None
+    out = []
+    for layout, bands in v.items():
+        if not (layout.startswith("tp") and layout[2:].isdigit() and int(layout[2:]) >= 2 and isinstance(bands, list)
+                and bands and all(isinstance(b, list) and len(b) == 2 for b in bands)):
+            return None
+        bounds = [b[0] for b in bands]
+        if (not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in bounds)
+                or bounds != sorted(set(bounds)) or not all(b[1] in ALGORITHMS for b in bands)):
+            return None
+        out.append((int(layout[2:]), tuple((int(b[0]), str(b[1])) for b in bands)))
+    return tuple(sorted(out))
 
 
 def _texts(path: Path, data: dict[str, Any], key: str) -> dict[str, str]:

@@ -142,10 +142,13 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             expected="one of: " + ", ".join(TOPOLOGIES),
             suggestion=did_you_mean(sysm.topology, TOPOLOGIES) or "leave `topology` out for the hierarchical system",
         )
-    if allreduce_mode(inst) not in ALLREDUCE_MODES:
+    from codesign.model.engines import known_engines  # (engines imports this module)
+
+    # an engine profile's name: that engine's all-reduce rule (its size bands, collectives.by_size)
+    if allreduce_mode(inst) not in ALLREDUCE_MODES and allreduce_mode(inst) not in known_engines():
         raise InputError(
             f"all-reduce {sysm.allreduce!r} is not modelled", file=path, key="system.allreduce", value=sysm.allreduce,
-            expected="one of: " + ", ".join(ALLREDUCE_MODES),
+            expected="one of: " + ", ".join(ALLREDUCE_MODES) + ", or an engine profile's name (its rule)",
             suggestion=did_you_mean(sysm.allreduce, ALLREDUCE_MODES) or "leave `allreduce` out for NCCL's choice",
         )
     rank = TOPOLOGIES[sysm.topology]

@@ -105,3 +105,21 @@ def test_the_cli_exits_2_on_an_unknown_engine_and_lists_the_known_ones(tmp_path,
     got = runner.invoke(app, [command, str(path), "--engine", "trtllm-2"])
     assert got.exit_code == 2, got.output
     assert "unknown engine 'trtllm-2'" in got.output and "trtllm-0.14" in got.output and "sglang" in got.output
+
+
+DEEPSTACK = ("tile-ai/DeepStack@8ed05cc48818e773d7e3f1efd93a92b7e7f963cf:data/fig09/reference/"
+             "benchmark_summary_llama_3_70b.csv (BS 1)")
+
+
+def test_deepstacks_vllm_rows_take_the_vllm_profile_and_its_all_reduce_by_size(tmp_path):
+    """DeepStack's recorded vLLM runs (benchmark_engines.toml): the vllm profile; on a B200 its
+    all-reduce by message size, which the row's instance names (system.allreduce = "vllm"); no
+    per-slot decoding state for the engine's other slots."""
+    row = _rows(tmp_path, [csv_row("ds", source=DEEPSTACK, model="llama-3.3-70b", gpu="b200", num_gpus=8, tp=8,
+                                   precision="bf16", isl=1024, osl=1024, max_batch_size=1, num_requests=1)])["ds"]
+    assert row.engine == "vllm" and row.rules.allreduce == "vllm" and row.rules.allreduce_bands is not None
+    assert row_instance(row, 1).system.allreduce == "vllm"
+    assert engine_state_B(row) == 0.0
+    # on a chip without bands (an L40S) the same profile leaves NCCL's all-reduce
+    l40s = _rows(tmp_path, [csv_row("l", source=DEEPSTACK, gpu="l40s")])["l"]
+    assert l40s.rules.allreduce is None and l40s.rules.allreduce_bands is None

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from codesign.errors import InputError
 from codesign.kinds.grid.spec import load_instance
-from codesign.model import collectives, network, topology
+from codesign.model import collectives, engines, network, topology
 from codesign.model.schedule import schedule_table
 
 M = 1_048_576.0  # 1 MiB
@@ -140,8 +141,11 @@ def test_the_fastest_all_reduce_per_phase(tmp_path: Path) -> None:
     assert f["decode.steps_scale_up"][0] == 64 * 1 + 3
     assert f["prefill.bytes_scale_up"][0] == 64 * 1.5 * 8 * 128 * 4096 * 2 + lg
     assert f["prefill.steps_scale_up"][0] == 64 * 2 + 3
-    # the default engine profile keeps the ring: 2(n-1) = 6 steps per all-reduce
-    nccl = load_instance(str(write(tmp_path, 4, 4, "")))
+    # no engine is the physics: the same choice; NCCL's profile (the TensorRT-LLM engines') keeps
+    # the ring: 2(n-1) = 6 steps per all-reduce
+    physics = load_instance(str(write(tmp_path, 4, 4, "")))
+    assert schedule_table(physics, physics.workloads[0].name).features["decode.steps_scale_up"][0] == 64 * 1 + 3
+    nccl = load_instance(str(write(tmp_path, 4, 4, 'allreduce = "nccl"')))
     assert schedule_table(nccl, nccl.workloads[0].name).features["decode.steps_scale_up"][0] == 64 * 6 + 3
     ring, _ = network.ring_allreduce(4, 65_536)
     assert schedule_table(nccl, nccl.workloads[0].name).features["decode.bytes_scale_up"][0] == 64 * ring + lg
@@ -173,3 +177,86 @@ def test_an_in_switch_all_reduce_needs_switches_that_reduce(tmp_path: Path) -> N
     with pytest.raises(InputError, match="switches that reduce") as info:
         load_instance(str(path))
     assert (info.value.file, info.value.key) == (str(path), "system.allreduce")
+
+
+# --- an engine's all-reduce by message size (vLLM's, instances/catalog/engines/vllm.toml) ---------
+def test_vllm_bands_on_b200_at_tp8_by_hand() -> None:
+    # custom all-reduce: one stage below 256 KiB, two stages below its 1 MiB max size; PyTorch's
+    # symmetric memory (multimem: in the switch) up to 128 MiB inclusive; NCCL beyond
+    bands = engines.load_engine("vllm").for_chip("b200", 180).allreduce_bands
+    assert dict(bands)[8] == ((262_144, "one-shot"), (1_048_576, "two-shot"), (134_217_729, "in-switch"))
+    m = np.array([16_384, 262_144, M, 128 * M, 128 * M + 16])
+    timed, moved, steps, nccl = collectives.by_size(bands, 8, m, reduces=True)
+    # one-shot: 7 x 16 KiB in 1 step; two-shot at 256 KiB: 2 x 7/8 x 256 KiB in 2 steps; in the
+    # switch at 1 MiB and 128 MiB: 0.82/0.61 M timed, 9/8 M moved, 2 steps
+    assert list(timed[:4]) == pytest.approx([114_688, 458_752, 0.82 / 0.61 * M, 0.82 / 0.61 * 128 * M], rel=1e-12)
+    assert list(moved[:4]) == pytest.approx([114_688, 458_752, 1.125 * M, 1.125 * 128 * M], rel=1e-12)
+    assert list(steps) == [1, 2, 2, 2, 0] and list(nccl) == [False, False, False, False, True]
+    # at TP 16 (no band) and on switches that do not reduce (no multicast buffer): NCCL
+    assert bool(collectives.by_size(bands, 16, 16_384, reduces=True)[3])
+    assert list(collectives.by_size(bands, 8, m[:3], reduces=False)[3]) == [False, False, True]
+
+
+CATALOG = """\
+name = "vllm-allreduce"
+description = "Llama 3.3 70B at TP 8"
+
+[system]
+devices = 8
+{extra}
+
+[hardware]
+family = "catalog"
+chip = "{chip}"
+
+[[workloads]]
+workload = "llama-3.3-70b"
+precision = "bf16"
+input_tokens = 1024
+output_tokens = 1024
+
+[workloads.decisions]
+tp = [8]
+batch = [{batch}]
+"""
+
+
+def _decode(tmp_path: Path, extra: str, chip: str = "b200", batch: int = 1) -> dict:
+    path = tmp_path / "v.toml"
+    path.write_text(CATALOG.format(extra=extra, chip=chip, batch=batch))
+    inst = load_instance(str(path))
+    f = schedule_table(inst, inst.workloads[0].name).features
+    return {k: float(f[f"decode.{k}"][0]) for k in ("steps_scale_up", "bytes_scale_up", "bytes_scale_up_in_switch")}
+
+
+def test_vllm_all_reduce_of_llama_70b_on_b200_by_hand(tmp_path: Path) -> None:
+    # batch 1: 80 layers x 2 all-reduces of 8,192 x 2 = 16,384 B and one logits all-gather of
+    # 128,256 x 2 B (a ring: 7/8 of it, 7 steps). NCCL: 14 ring steps each, 2,247 in all; vLLM:
+    # one-shot, 1 step each, 167, and 7 x 16,384 B timed per all-reduce
+    lg = 7 / 8 * 128_256 * 2
+    nccl = _decode(tmp_path, 'allreduce = "nccl"')
+    assert nccl["steps_scale_up"] == 160 * 14 + 7 == 2247
+    for extra in ('engine = "vllm"', 'allreduce = "vllm"'):  # the engine's rule, or named by system.allreduce
+        got = _decode(tmp_path, extra)
+        assert got["steps_scale_up"] == 160 * 1 + 7 == 167
+        assert got["bytes_scale_up"] == got["bytes_scale_up_in_switch"] == 160 * 7 * 16_384 + lg
+    # batch 32 (512 KiB): two stages on a B200; on an H100 (custom all-reduce below 256 KiB only at
+    # TP 8) PyTorch's multimem in the switch: 2 steps each either way, other bytes
+    b200, h100 = _decode(tmp_path, 'engine = "vllm"', batch=32), _decode(tmp_path, 'engine = "vllm"', "h100-sxm", 32)
+    assert b200["steps_scale_up"] == h100["steps_scale_up"] == 160 * 2 + 7
+    assert b200["bytes_scale_up_in_switch"] == pytest.approx(160 * 1.75 * 524_288 + 32 * lg)
+    assert h100["bytes_scale_up_in_switch"] == pytest.approx(160 * 0.82 / 0.61 * 524_288 + 32 * lg)
+
+
+def test_engine_bands_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="malformed engine rule"):  # bounds not ascending
+        engines._rules(tmp_path / "e.toml", "", {"allreduce_bands": {"tp8": [[2, "one-shot"], [1, "two-shot"]]}})
+    with pytest.raises(InputError, match="malformed engine rule"):  # no such algorithm
+        engines._rules(tmp_path / "e.toml", "", {"allreduce_bands": {"tp8": [[2, "nvls"]]}})
+    with pytest.raises(InputError, match="fall back to NCCL"):
+        engines._rules(tmp_path / "e.toml", "", {"allreduce": "fastest", "allreduce_bands": {"tp8": [[2, "one-shot"]]}})
+    path = tmp_path / "v.toml"  # the H100's and B200's bands differ: one instance cannot choose between them
+    path.write_text(CATALOG.format(extra='allreduce = "vllm"', chip="b200", batch=1)
+                    + '\n[hardware.decisions]\nchip = ["h100-sxm", "b200"]\n')
+    with pytest.raises(InputError, match="other size bands"):
+        load_instance(str(path))

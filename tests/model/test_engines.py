@@ -226,12 +226,15 @@ def test_the_engines_ep_dispatch():
 
 def test_an_engine_whose_rules_differ_between_the_chips_to_choose_is_refused():
     """The H100 (80 GiB) and H200 (141 GiB) are under SGLang's 160 GiB tier (8,192 tokens), the
-    B200 (180 GiB) is not (16,384); vLLM treats all three alike (70 GiB or more, no A100)."""
+    B200 (180 GiB) is not (16,384). vLLM's memory defaults treat all three alike (70 GiB or more,
+    no A100), its all-reduce size bands do not (compute capability 9.0 against 10.0)."""
     raw = _raw("sglang")
     raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "h200-sxm", "b200"]}
     with pytest.raises(InputError, match="other rules on some of the chips"):
         instance_from_data(raw)
     raw["system"]["engine"] = "vllm"
+    with pytest.raises(InputError, match="other rules on some of the chips"):
+        instance_from_data(raw)
     raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "h200-sxm"]}  # one scale-up link (the physics' all-reduce)
     assert engines.instance_rules(instance_from_data(raw)).max_num_tokens == 8192
 

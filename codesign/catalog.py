@@ -405,6 +405,12 @@ def list_ids(kind: str) -> list[str]:
     return sorted(p.stem for p in catalog_dir(kind).glob("*.toml"))
 
 
+def engine_names() -> list[str]:
+    """Sorted names of the serving-engine profiles (``engines/*.toml``; loaded by
+    :mod:`codesign.model.engines`)."""
+    return sorted(p.stem for p in catalog_dir("engines").glob("*.toml"))
+
+
 def chip_family(chip_id: str) -> str:
     """A catalog chip's calibration family: its ``family``, else its own id (a family of its own);
     an id that is not a catalog chip is its own family too."""

@@ -41,7 +41,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from codesign.catalog import load_chip
+from codesign.catalog import engine_names, load_chip
 from codesign.errors import InputError, did_you_mean
 from codesign.model import topology
 from codesign.model.topology import ALGORITHMS, ALLREDUCE_MODES
@@ -114,12 +114,8 @@ class Profile:
                        **({"allreduce": self.name} if rules.get("allreduce_bands") is not None else {}))
 
 
-def engines_dir() -> Path:
-    return catalog_dir("engines")
-
-
 def known_engines() -> list[str]:
-    return sorted(p.stem for p in engines_dir().glob("*.toml"))
+    return engine_names()
 
 
 def load_engine(name: str) -> Profile:
@@ -138,7 +134,7 @@ def _load(name: str, seen: tuple[str, ...]) -> Profile:
                          expected="one of: " + ", ".join(known), suggestion=did_you_mean(str(name), known))
     if name in seen:
         raise InputError(f"engine profiles extend each other in a cycle: {' -> '.join((*seen, name))}")
-    path = engines_dir() / f"{name}.toml"
+    path = catalog_dir("engines") / f"{name}.toml"
     data = load_toml(path)
     stray = sorted(set(data) - _KEYS)
     if stray:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
+from codesign.catalog import engine_names
 from codesign.errors import InputError, did_you_mean
 
 if TYPE_CHECKING:
@@ -142,10 +143,8 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             expected="one of: " + ", ".join(TOPOLOGIES),
             suggestion=did_you_mean(sysm.topology, TOPOLOGIES) or "leave `topology` out for the hierarchical system",
         )
-    from codesign.model.engines import known_engines  # (engines imports this module)
-
     # an engine profile's name: that engine's all-reduce rule (its size bands, collectives.by_size)
-    if allreduce_mode(inst) not in ALLREDUCE_MODES and allreduce_mode(inst) not in known_engines():
+    if allreduce_mode(inst) not in ALLREDUCE_MODES and allreduce_mode(inst) not in engine_names():
         raise InputError(
             f"all-reduce {sysm.allreduce!r} is not modelled", file=path, key="system.allreduce", value=sysm.allreduce,
             expected="one of: " + ", ".join(ALLREDUCE_MODES) + ", or an engine profile's name (its rule)",

@@ -32,6 +32,7 @@ from codesign.kinds.grid.spec import Instance, InstanceFile, instance_from_data
 from codesign.model import engines
 from codesign.model.evaluate import evaluate
 from codesign.model.schedule import schedule_table
+from codesign.paths import INSTANCES_ENV, instances_dir
 
 PROFILES = ("sglang", "trtllm-0.14", "trtllm-0.14-fastest-allreduce", "trtllm-1.x", "trtllm-1.x-all-to-all", "vllm")
 
@@ -81,12 +82,15 @@ def test_a_rule_without_a_source_is_refused(tmp_path: Path, monkeypatch):
     cat = tmp_path / "catalog" / "engines"
     cat.mkdir(parents=True)
     (cat / "bare.toml").write_text('name = "bare"\nmax_batch_size = 64\n')
-    monkeypatch.setattr(engines, "engines_dir", lambda: cat)
+    monkeypatch.setenv(INSTANCES_ENV, str(tmp_path))  # a user's own instances directory
+    instances_dir.cache_clear()
     engines._load.cache_clear()
     try:
         with pytest.raises(InputError, match="without a source"):
             engines.load_engine("bare")
     finally:
+        monkeypatch.undo()
+        instances_dir.cache_clear()
         engines._load.cache_clear()
 
 

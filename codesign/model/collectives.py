@@ -203,11 +203,14 @@ def plan_of(inst: Instance) -> Plan:
         return Plan(mode, dims)
     figures = _link_figures(inst)
     if len(figures) > 1:
+        unset = inst.system.allreduce is None  # (no engine and no all-reduce: the physics' default)
         raise InputError(
-            f"all-reduce {mode!r} picks per collective on one scale-up link, but the hardware designs have "
-            f"{len(figures)} different ones", key="system.allreduce", value=mode,
+            f"all-reduce {mode!r}{' (the physics default: the instance names no engine)' if unset else ''} picks per "
+            f"collective on one scale-up link, but the hardware designs have {len(figures)} different ones",
+            key="system.allreduce", value=mode,
             expected="one chip (or chips with the same scale-up link and calibration)",
-            suggestion="pin an algorithm (e.g. allreduce = 'two-shot'), or solve each chip as its own instance",
+            suggestion=("name an engine (system.engine = 'trtllm-0.14') or " if unset else "")
+            + "pin an algorithm (e.g. allreduce = 'two-shot'), or solve each chip as its own instance",
         )
     up, cross, lat, soft, reduces = next(iter(figures))
     if mode == "in-switch" and not reduces:

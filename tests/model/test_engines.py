@@ -249,8 +249,10 @@ def test_no_engine_over_chips_of_different_links_asks_for_an_allreduce():
     or pins ``system.allreduce``."""
     raw = _raw(None)
     raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "b200"]}
-    with pytest.raises(InputError, match="'fastest' picks per collective on one scale-up link"):
+    with pytest.raises(InputError, match="'fastest' \\(the physics default: the instance names no engine\\) picks per "
+                       "collective on one scale-up link") as err:
         instance_from_data(raw)
+    assert "name an engine" in str(err.value.suggestion)
     raw["system"]["allreduce"] = "nccl"
     assert engines.allreduce_mode(instance_from_data(raw)) == "nccl"
     raw["system"] = {**_raw("trtllm-0.14")["system"]}

@@ -26,8 +26,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codesign.kinds.grid.design import parse_design
 from codesign.kinds.grid.space import Tables, brute_force, build_tables, space_size
-from codesign.kinds.grid.spec import Instance, load_instance, parse_design
+from codesign.kinds.grid.spec import Instance, load_instance
 from codesign.model import thermal
 from codesign.model.evaluate import constraints, eval_form, evaluate, workload_forms
 from codesign.model.hardware import HardwareTable

@@ -83,9 +83,8 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
             }
         ],
     }
-    inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration)
-    inst.engine_rules = ROW_RULES
-    return inst
+    return Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration,
+                    engine_rules=ROW_RULES)
 
 
 def evaluate_row(row: Row, batch: int, *, calibration: CalibrationSet | None = None) -> Evaluation:

@@ -234,7 +234,7 @@ def instance_rules(inst: Any) -> Rules:
     catalog chip: the profile's base rules."""
     name = getattr(inst.system, "engine", None)
     if name is None:  # a measurement row's instance carries its own (calibration.engine.ROW_RULES)
-        return getattr(inst, "engine_rules", None) or PHYSICS
+        return getattr(inst, "engine_rules", None) or PHYSICS  # (other kinds' instances have none)
     profile = load_engine(name)
     hw = inst.hardware
     if hw.family != "catalog":

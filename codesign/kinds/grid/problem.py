@@ -26,6 +26,7 @@ from codesign.kinds.base import (
 from codesign.kinds.grid import boxes, factored
 from codesign.kinds.grid import explain as grid_explain
 from codesign.kinds.grid import spec as grid_spec
+from codesign.kinds.grid.design import parse_design
 from codesign.kinds.grid.formulation import build, formulation_of
 from codesign.kinds.grid.generate import scaled_instance
 from codesign.kinds.grid.lints import lint
@@ -103,7 +104,7 @@ class Grid(Problem):
 
     # --- the model --------------------------------------------------------------------------
     def parse_design(self, data: dict[str, Any], source: str = "design") -> dict[str, Any]:
-        return grid_spec.parse_design(self.inst, data, source=source)
+        return parse_design(self.inst, data, source=source)
 
     def assess(self, design: dict[str, Any]) -> Assessment:
         ev = evaluate(self.inst, design)

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from codesign.errors import InputError
+from codesign.kinds.grid.design import parse_design
 from codesign.kinds.grid.spec import (
     instance_from_data,
     list_instances,
     load_instance,
-    parse_design,
     with_budgets,
 )
 from codesign.model.evaluate import evaluate

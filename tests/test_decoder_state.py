@@ -28,7 +28,8 @@ QWEN3_SLOT_B = 4 * 151_936 * 4 + 151_936 * 4 + 65_536 + 40 * 2000
 def _instance(workload: str, precision: str, decisions: dict, chip: str = "h100-sxm") -> Instance:
     raw = {
         "name": "decoder-state", "description": "t",
-        "system": {"devices": 8, "scale_up_domain": 8},
+        # the decoding state is an engine's rule (TensorRT-LLM's, eq. 4.14b): no engine, no state
+        "system": {"devices": 8, "scale_up_domain": 8, "engine": "trtllm-0.14"},
         "hardware": {"family": "catalog", "chip": chip},
         "workloads": [{"name": "main", "workload": workload, "precision": precision, "input_tokens": 1000,
                        "output_tokens": 1000, "decisions": decisions}],

@@ -61,7 +61,8 @@ def test_the_8_bit_formats_take_their_own_efficiency_and_the_others_do_not():
 def _instance(chips: list[str], precision: str, batches=(16, 64, 256), calibration=None) -> Instance:
     raw = {
         "name": "eight-bit", "description": "t",
-        "system": {"devices": 8, "scale_up_domain": 8},
+        # NCCL's all-reduce (the fitted profile): the physics' fastest needs one scale-up link for all chips
+        "system": {"devices": 8, "scale_up_domain": 8, "allreduce": "nccl"},
         "hardware": {"family": "catalog", "chip": chips[0], "decisions": {"chip": chips}},
         "workloads": [{"name": "main", "workload": "llama-3.1-70b", "precision": precision, "input_tokens": 2048,
                        "output_tokens": 128, "decisions": {"tp": [8], "pp": [1], "batch": list(batches)}}],

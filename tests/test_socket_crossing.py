@@ -88,7 +88,8 @@ def test_the_crossing_costs_time_at_the_cross_socket_pace_and_no_energy(monkeypa
 def _instance(chips: list[str], scale_up: str | None = None) -> Instance:
     raw = {
         "name": "sockets", "description": "t",
-        "system": {"devices": 8, "scale_up_domain": 8, **({"scale_up": scale_up} if scale_up else {})},
+        # NCCL's all-reduce: the physics' fastest needs one scale-up link for all chips
+        "system": {"devices": 8, "scale_up_domain": 8, "allreduce": "nccl", **({"scale_up": scale_up} if scale_up else {})},
         "hardware": {"family": "catalog", "chip": chips[0], "decisions": {"chip": chips}},
         "workloads": [{"name": "main", "workload": "llama-3.1-70b", "precision": "fp16", "input_tokens": 1000,
                        "output_tokens": 1000, "decisions": {"tp": [4, 8], "batch": [64]}}],

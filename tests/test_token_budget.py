@@ -31,7 +31,9 @@ def _instance(workload: str, precision: str, isl: int, osl: int, decisions: dict
             "input_tokens": isl, "output_tokens": osl, "decisions": decisions}
     if budget is not None:
         spec["max_tokens_per_iteration"] = budget
-    raw = {"name": "token-budget", "description": "t", "system": {"devices": devices, "scale_up_domain": 8},
+    # NCCL's ring all-reduce, whose steps the expected figures count
+    raw = {"name": "token-budget", "description": "t",
+           "system": {"devices": devices, "scale_up_domain": 8, "allreduce": "nccl"},
            "hardware": {"family": "catalog", "chip": chip}, "workloads": [spec]}
     return Instance(InstanceFile.model_validate(raw), source=None, raw=raw)
 

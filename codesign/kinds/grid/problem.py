@@ -6,7 +6,6 @@ ports) and, per workload, the parallel layout and batch, each from a finite doma
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.markup import escape
@@ -18,8 +17,8 @@ from codesign.kinds.base import (
     BruteForce,
     DecisionInfo,
     Formulation,
+    InstanceProblem,
     Lint,
-    Problem,
     Sense,
     register,
 )
@@ -32,7 +31,6 @@ from codesign.kinds.grid.generate import scaled_instance
 from codesign.kinds.grid.lints import lint
 from codesign.kinds.grid.space import brute_force, space_size
 from codesign.kinds.grid.tiebreak import least_hardware_metric
-from codesign.model.calibration import CalibrationSet
 from codesign.model.evaluate import OBJECTIVE_METRIC, evaluate, objective_from_internal
 
 #: every ``evaluate`` metric of one workload that a multi-workload record lists per workload
@@ -52,27 +50,20 @@ def decision_group(name: str) -> str:
 
 
 @register
-class Grid(Problem):
+class Grid(InstanceProblem):
     """A hardware/schedule instance: wraps :class:`codesign.kinds.grid.spec.Instance`."""
 
     generator = staticmethod(scaled_instance)
     kind: ClassVar[str] = "grid"
     objectives: ClassVar[tuple[str, ...]] = tuple(OBJECTIVE_METRIC)
     takes_budgets: ClassVar[bool] = True
+    load_instance = staticmethod(grid_spec.load_instance)
+    instance_from_data = staticmethod(grid_spec.instance_from_data)
 
     def __init__(self, inst: grid_spec.Instance, *, formulation: str = "auto"):
-        super().__init__(inst.spec, source=inst.source, calibration=inst.calibration)
-        self.inst = inst
-        #: how the hardware enters the MIP: enumerated designs, factored knobs, or auto (factored.py)
+        super().__init__(inst)
+        #: how the hardware enters the MIP: enumerated designs, factored knobs, boxes, or auto (factored.py)
         self.formulation = formulation
-
-    @classmethod
-    def load(cls, path: Path, *, calibration: CalibrationSet | None = None) -> Grid:
-        return cls(grid_spec.load_instance(str(path), calibration=calibration))
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any], *, source: str, calibration: CalibrationSet | None = None) -> Grid:
-        return cls(grid_spec.instance_from_data(data, source=source, calibration=calibration))
 
     @property
     def data(self) -> dict[str, Any]:

@@ -43,7 +43,6 @@ from typing import Any
 
 from codesign.catalog import engine_names, load_chip
 from codesign.errors import InputError, did_you_mean
-from codesign.model import topology
 from codesign.model.topology import ALGORITHMS, ALLREDUCE_MODES
 from codesign.model.units import BYTES_PER_ELEMENT
 from codesign.paths import catalog_dir
@@ -114,22 +113,18 @@ class Profile:
                        **({"allreduce": self.name} if rules.get("allreduce_bands") is not None else {}))
 
 
-def known_engines() -> list[str]:
-    return engine_names()
-
-
 def load_engine(name: str) -> Profile:
     """The profile ``name`` (InputError listing the known ones if there is none)."""
     if not isinstance(name, str):
         raise InputError("an engine is named by a text", key="engine", value=name,
-                         expected="one of: " + ", ".join(known_engines()))
+                         expected="one of: " + ", ".join(engine_names()))
     return _load(name, ())
 
 
 @cache
 def _load(name: str, seen: tuple[str, ...]) -> Profile:
-    known = known_engines()
-    if not isinstance(name, str) or name not in known:
+    known = engine_names()
+    if name not in known:
         raise InputError(f"unknown engine {name!r}", key="engine", value=name,
                          expected="one of: " + ", ".join(known), suggestion=did_you_mean(str(name), known))
     if name in seen:
@@ -251,6 +246,4 @@ def instance_rules(inst: Any) -> Rules:
 def allreduce_mode(inst: Any) -> str:
     """The TP all-reduce of an instance: ``system.allreduce``, else its engine's, else the
     physics' (:data:`PHYSICS_ALLREDUCE`)."""
-    if inst.system.allreduce:
-        return topology.allreduce_mode(inst)
-    return instance_rules(inst).allreduce or PHYSICS_ALLREDUCE
+    return inst.system.allreduce or instance_rules(inst).allreduce or PHYSICS_ALLREDUCE

@@ -127,12 +127,6 @@ def torus_dims(inst: Instance) -> tuple[int, ...] | None:
     return tuple(inst.system.torus or ())
 
 
-def allreduce_mode(inst: Instance) -> str:
-    """``system.allreduce``; left out (None), the engine profile "nccl" (None keeps the content
-    hashes of instances stored before the key existed)."""
-    return inst.system.allreduce or "nccl"
-
-
 def check_system(inst: Instance, path: str | Path | None) -> None:
     """``system.topology``, ``system.torus`` and ``system.allreduce`` name something the model
     prices; else an InputError naming the file, key, value, what is expected and a suggestion."""
@@ -144,11 +138,12 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             suggestion=did_you_mean(sysm.topology, TOPOLOGIES) or "leave `topology` out for the hierarchical system",
         )
     # an engine profile's name: that engine's all-reduce rule (its size bands, collectives.by_size)
-    if allreduce_mode(inst) not in ALLREDUCE_MODES and allreduce_mode(inst) not in engine_names():
+    # (left out: the engine's rule, else the physics' fastest; engines.allreduce_mode)
+    if sysm.allreduce is not None and sysm.allreduce not in ALLREDUCE_MODES and sysm.allreduce not in engine_names():
         raise InputError(
             f"all-reduce {sysm.allreduce!r} is not modelled", file=path, key="system.allreduce", value=sysm.allreduce,
             expected="one of: " + ", ".join(ALLREDUCE_MODES) + ", or an engine profile's name (its rule)",
-            suggestion=did_you_mean(sysm.allreduce, ALLREDUCE_MODES) or "leave `allreduce` out for NCCL's choice",
+            suggestion=did_you_mean(sysm.allreduce, ALLREDUCE_MODES) or "leave `allreduce` out for the engine's rule",
         )
     rank = TOPOLOGIES[sysm.topology]
     if rank is None:
@@ -168,7 +163,7 @@ def check_system(inst: Instance, path: str | Path | None) -> None:
             expected=f"extents whose product is the {sysm.devices} devices, and scale_up_domain = devices",
             suggestion=f"set scale_up_domain = {math.prod(dims)} and devices = {math.prod(dims)}",
         )
-    if allreduce_mode(inst) not in ("nccl", "fastest", *TORUS_ALGORITHMS):
+    if sysm.allreduce is not None and sysm.allreduce not in ("nccl", "fastest", *TORUS_ALGORITHMS):
         raise InputError(
             f"a torus cannot run a {sysm.allreduce!r} all-reduce", file=path, key="system.allreduce",
             value=sysm.allreduce, expected="nccl, fastest or " + ", ".join(TORUS_ALGORITHMS),

@@ -24,7 +24,7 @@ An engine may choose by message size instead (its profile's ``allreduce_bands``;
 vLLM's custom all-reduce runs one-shot below one size and two-shot up to another, its symmetric-
 memory all-reduce in the switch up to a third, then NCCL, each bound per TP size and device.
 
-``system.allreduce`` chooses (left out: the one of ``system.engine``'s profile, else "nccl"; an
+``system.allreduce`` chooses (left out: the one of ``system.engine``'s profile, else "fastest"; an
 engine profile's name: that engine's rule, its bands included):
 "nccl" keeps the engine profile the measured rows were fitted with; "fastest" takes, per collective (each schedule row and phase), the algorithm of least
 time on the instance's scale-up link — a min the schedule table evaluates exactly for every
@@ -42,10 +42,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from codesign.catalog import load_chip
 from codesign.errors import InputError
 from codesign.model import network, topology
-from codesign.model.engines import allreduce_mode, load_engine
+from codesign.model.engines import allreduce_mode, rules_per_chip
 from codesign.model.hardware import hardware_table
 from codesign.model.topology import ALLREDUCE_MODES
 
@@ -223,11 +222,8 @@ def plan_of(inst: Instance) -> Plan:
 def engine_bands(inst: Instance, name: str) -> Bands | None:
     """Engine ``name``'s all-reduce bands on the instance's catalog chips (the profile's base
     rules for a family without one); InputError if they differ between the chips."""
-    profile = load_engine(name)
-    hw = inst.hardware
-    chips = list(hw.decisions.get("chip") or [hw.chip]) if hw.family == "catalog" else []
-    found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB).allreduce_bands for c in chips} or \
-        {profile.for_chip().allreduce_bands}
+    chips, rules = rules_per_chip(inst, name)
+    found = {r.allreduce_bands for r in rules}
     if len(found) > 1:
         raise InputError(f"engine {name!r} reduces by other size bands on some of the chips ({', '.join(chips)})",
                          key="system.allreduce", value=name, expected="chips on which the engine's all-reduce agrees",

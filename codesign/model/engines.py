@@ -223,6 +223,18 @@ def rules_of(name: str | None, chip_id: str | None = None, memory_GiB: float | N
     return PHYSICS if name is None else load_engine(name).for_chip(chip_id, memory_GiB)
 
 
+def rules_per_chip(inst: Any, name: str) -> tuple[list[str], list[Rules]]:
+    """Engine ``name``'s rules on each catalog chip the instance may use (a chip decision's
+    domain, else its chip), with those chips; a family without catalog chips: ([], the profile's
+    base rules)."""
+    profile = load_engine(name)
+    hw = inst.hardware
+    if hw.family != "catalog":
+        return [], [profile.for_chip()]
+    chips = list(hw.decisions.get("chip") or [hw.chip])
+    return chips, [profile.for_chip(c, load_chip(c).memory_capacity_GiB) for c in chips]
+
+
 def instance_rules(inst: Any) -> Rules:
     """The rules of an instance's ``system.engine`` (None: :data:`PHYSICS`), on its catalog chips;
     InputError if the engine's rules differ between them (a tier). A 3D-stacked family has no
@@ -230,12 +242,8 @@ def instance_rules(inst: Any) -> Rules:
     name = getattr(inst.system, "engine", None)
     if name is None:  # a measurement row's instance carries its own (calibration.engine.ROW_RULES)
         return getattr(inst, "engine_rules", None) or PHYSICS  # (other kinds' instances have none)
-    profile = load_engine(name)
-    hw = inst.hardware
-    if hw.family != "catalog":
-        return profile.for_chip()
-    chips = list(hw.decisions.get("chip") or [hw.chip])  # a chip decision's domain, else the chip
-    found = {profile.for_chip(c, load_chip(c).memory_capacity_GiB) for c in chips}
+    chips, rules = rules_per_chip(inst, name)
+    found = set(rules)
     if len(found) > 1:
         raise InputError(f"engine {name!r} has other rules on some of the chips ({', '.join(chips)})",
                          key="system.engine", value=name, expected="chips on which the engine's rules agree",

@@ -22,7 +22,7 @@ from typing import Any
 from codesign.catalog import load_chip, resolve_chip
 from codesign.errors import InputError
 from codesign.jsonio import read_json, write_json_atomic
-from codesign.model.engines import PHYSICS, Rules, load_engine
+from codesign.model.engines import PHYSICS, Rules, load_engine, rules_of
 from codesign.model.units import WEIGHT_ONLY_KV_PRECISION, kv_precision_of
 from codesign.model.workload import resolve_workload
 from codesign.paths import instances_dir
@@ -475,12 +475,11 @@ def row_rules(engine: str | None, gpu: str) -> Rules:
     InputError listing the known ones; a chip the catalog lacks: the profile's base rules)."""
     if engine is None:
         return PHYSICS
-    profile = load_engine(engine)
     try:
-        chip = load_chip(gpu)
+        memory_GiB = load_chip(gpu).memory_capacity_GiB
     except InputError:
-        return profile.for_chip()
-    return profile.for_chip(gpu, chip.memory_capacity_GiB)
+        return rules_of(engine)
+    return rules_of(engine, gpu, memory_GiB)
 
 
 def file_sha256(path: str | Path) -> str:

@@ -10,12 +10,21 @@ import math
 import pytest
 
 from codesign.errors import InputError
-from codesign.kinds.grid.design import parse_design
+from codesign.kinds.grid.design import flatten_design, parse_design
 from codesign.kinds.grid.spec import load_instance
 
 # --------------------------------------------------------------------------------------------------
 # Designs
 # --------------------------------------------------------------------------------------------------
+
+
+def test_flatten_design_dots_nested_tables_and_keeps_an_empty_table_as_a_value() -> None:
+    nested = {"llama8b": {"tp": 4, "batch": 8}, "qwen30b.ep": 2, "hw": {"chip": {"first": "b200"}}, "kv_tier": {}}
+    assert flatten_design(nested) == {
+        "llama8b.tp": 4, "llama8b.batch": 8, "qwen30b.ep": 2, "hw.chip.first": "b200", "kv_tier": {},
+    }
+    assert flatten_design({"tp": 2}, "llama8b.") == {"llama8b.tp": 2}
+    assert flatten_design({}) == {}
 
 
 def test_parse_design_rejects_unknown_decisions() -> None:

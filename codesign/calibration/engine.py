@@ -17,7 +17,7 @@ The batch per model replica is
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from codesign import catalog
@@ -49,8 +49,17 @@ ENGINE_USABLE_FRACTION = 1.0
 #: TensorRT-LLM's decoding state (eq. 4.14b) whatever the row's engine, the validation's rule since
 #: eq. 4.14b (model.md §4.6). The row's engine enters through the row: its maximum batch, token
 #: budget, KV precision, all-reduce (``system.allreduce``, NCCL's where its profile has none), EP
-#: dispatch and its other slots' decoding state (:func:`engine_state_B`).
+#: dispatch and its other slots' decoding state (:func:`engine_state_B`), and its host time per
+#: sequence of a step (:func:`row_rules`).
 ROW_RULES = Rules(decoder_state="trtllm")
+
+
+def row_rules(row: Row) -> Rules:
+    """The rules of the row's instance: :data:`ROW_RULES` with the row's engine's host time per
+    sequence of a step (``Rules.host_us_per_sequence``; eq. 5.3's host term, added to the
+    calibration's)."""
+    host_us = row.rules.host_us_per_sequence
+    return replace(ROW_RULES, host_us_per_sequence=host_us) if host_us else ROW_RULES
 
 
 def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = None) -> Instance:
@@ -84,7 +93,7 @@ def row_instance(row: Row, batch: int, *, calibration: CalibrationSet | None = N
         ],
     }
     return Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration,
-                    engine_rules=ROW_RULES)
+                    engine_rules=row_rules(row))
 
 
 def evaluate_row(row: Row, batch: int, *, calibration: CalibrationSet | None = None) -> Evaluation:

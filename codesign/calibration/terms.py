@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from codesign import catalog
-from codesign.calibration.engine import Footprint, batch_from, evaluate_row, footprint
+from codesign.calibration.engine import Footprint, batch_from, evaluate_row, footprint, row_rules
 from codesign.calibration.rows import Row
 from codesign.model.calibration import EIGHT_BIT_FORMATS, CalibrationSet, shipped
 from codesign.model.hardware import achieved_memory_fraction, math_format
@@ -32,7 +32,7 @@ HOST_FIELD = "host_us_per_sequence"
 #: modelled times, counts, and one chip constant, the peak local-memory bandwidth the die's cap is
 #: a fraction of (eq. 3.21a). They travel together so that a family's rows re-compose as arrays.
 STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps",
-              "sequences", "memory_peak_GBps", "eight_bit")
+              "sequences", "engine_host", "memory_peak_GBps", "eight_bit")
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu")
 
@@ -40,8 +40,8 @@ THROUGHPUT_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu")
 @dataclass
 class RowTerms:
     """Calibration-free stage-step terms of one evaluated row: seconds at efficiency 1 (compute,
-    local memory, link bytes), seconds as modelled (pooled memory, link latency), layers per stage,
-    ring steps of the step's TP collectives, sequences per step."""
+    local memory, link bytes), seconds as modelled (pooled memory, link latency, the engine's host
+    time), layers per stage, ring steps of the step's TP collectives, sequences per step."""
 
     batch: int
     dp: float
@@ -64,6 +64,7 @@ def row_terms(row: Row, batch: int, *, calibration: CalibrationSet | None = None
     ev = evaluate_row(row, batch, calibration=calibration)
     m = ev.workload_metrics["main"]
     cal = calibration.for_chip(row.gpu)
+    engine_host_us = row_rules(row).host_us_per_sequence
     chip = catalog.load_chip(row.gpu)
     peak_GBps = chip.memory_bandwidth_GBps
     fmt = math_format(chip.peak_dense_TFLOPS, row.precision, f"chip {row.gpu} peak_dense_TFLOPS")  # as the columns
@@ -87,6 +88,8 @@ def row_terms(row: Row, batch: int, *, calibration: CalibrationSet | None = None
             "collective_steps": float(m[f"{ph}_step.collective_steps"]),
             "memory_peak_GBps": peak_GBps,  # the chip's, for the die's cap (eq. 3.21a)
             "sequences": float(m[f"{ph}_step.sequences"]),
+            # the host time the row's engine adds (its profile's, not the calibration's: eq. 5.3)
+            "engine_host": float(m[f"{ph}_step.sequences"]) * engine_host_us * 1e-6,
         }
     evaluated = {k: float(m[k]) for k in ("tokens_per_s", "tokens_per_s_per_device", "tpot_s", "ttft_s",
                                           *(f"{ph}_step.bytes_{part}_local" for ph in ("prefill", "decode")
@@ -114,6 +117,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
 
         o max(c, m, p) + (1 - o)(c + m + p) + link_bytes / ne + link_latency + layers x overhead
           + collective steps x collective step latency + sequences x host time
+          + the engine's host time (its profile's time per sequence x sequences, as modelled)
     """
     o = cal["stream_overlap"]
     c = t["compute"] / compute_efficiency(t, cal)
@@ -128,6 +132,7 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
         + t["layers"] * cal["layer_overhead_us"] * 1e-6
         + t["collective_steps"] * cal["collective_step_latency_us"] * 1e-6
         + t.get("sequences", 0.0) * cal.get(HOST_FIELD, 0.0) * 1e-6
+        + t.get("engine_host", 0.0)
     )
 
 

@@ -71,7 +71,9 @@ class Calibration(Strict):
     stream_overlap: float = Field(ge=0, le=1)
     #: host time of the serving engine per sequence of a step (scheduling, sampling, bookkeeping
     #: of each request on the CPU, not hidden behind the GPU's work; eq. 5.3). 0 unless fitted:
-    #: the shipped calibration's engine (TensorRT-LLM 0.14, C++ runtime) is not fitted with it
+    #: the shipped calibration's engine (TensorRT-LLM 0.14, C++ runtime) is not fitted with it. An
+    #: engine profile's own host time (``codesign.model.engines``, e.g. trtllm-1.x's) adds to it:
+    #: the model charges their sum, and ``codesign calibrate --fit-host`` fits this one on top
     host_us_per_sequence: float = Field(default=0.0, ge=0)
 
     def compute_efficiency_at(self, fmt: str) -> float:

@@ -19,7 +19,12 @@ names, the rules the model applies on top of the engine-free physics:
   listed, runs ``allreduce``, which must then be "nccl"; collectives.by_size). A profile with
   bands on a chip has the all-reduce rule of its own name (``system.allreduce`` may name it);
 - ``ep_dispatch``: how MoE tokens reach their experts under EP: ``"gather"`` (every rank gathers
-  every token) or ``"fewer-bytes"`` (all-to-all where it moves fewer bytes, EP > top-k: eq. 4.6a).
+  every token) or ``"fewer-bytes"`` (all-to-all where it moves fewer bytes, EP > top-k: eq. 4.6a);
+- ``host_us_per_sequence``: the engine's host time per sequence of a step, in microseconds
+  (scheduling, sampling and bookkeeping of each request on the CPU, not hidden behind the GPU's
+  work; eq. 5.3's host term). It adds to the calibration's own ``host_us_per_sequence`` (0 in the
+  shipped calibration; ``codesign calibrate --fit-host`` fits it on top of the engine's): the
+  hardware column ``s_per_sequence`` is their sum (:func:`host_us_per_sequence`).
 
 Every rule a file gives cites its source in ``[sources]`` (``rule = "owner/repo@commit:path ..."``)
 or states why its value is assumed in ``[assumed]``; a rule the file leaves out is unknown and is
@@ -28,7 +33,7 @@ whose id contains one of ``chips``): the first tier that matches applies. ``exte
 profile whose rules this one starts from (a variant: one rule changed).
 
 "No engine" (:data:`PHYSICS`) applies none of these rules: no batch cap, no token budget, no
-decoding state, the weights' KV precision, EP by all-to-all where it moves fewer bytes, and the TP
+decoding state, the weights' KV precision, no host time, EP by all-to-all where it moves fewer bytes, and the TP
 all-reduce of least alpha-beta time the topology supports (:data:`PHYSICS_ALLREDUCE`, model.md
 eq. 3.17c); a profile that leaves a rule out gets the physics' for it (docs/instance-file.md,
 ``system.engine``).
@@ -36,6 +41,7 @@ eq. 3.17c); a profile that leaves a rule out gets the physics' for it (docs/inst
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -49,7 +55,7 @@ from codesign.paths import catalog_dir
 from codesign.schema import load_toml
 
 RULES = ("max_batch_size", "max_num_tokens", "decoder_state", "kv_cache", "allreduce", "allreduce_bands",
-         "ep_dispatch")
+         "ep_dispatch", "host_us_per_sequence")
 _CHOICES = {"decoder_state": ("trtllm", "none"), "kv_cache": ("fp8-for-fp8-fp4", "16-bit", "weights"),
             "ep_dispatch": ("gather", "fewer-bytes")}
 _KEYS = {"name", "description", "extends", "sources", "assumed", "tier", *RULES}
@@ -70,6 +76,8 @@ class Rules:
     #: ((tp, ((below_B, algorithm), ...)), ...): see the module doc
     allreduce_bands: tuple[tuple[int, tuple[tuple[int, str], ...]], ...] | None = None
     ep_dispatch: str | None = None
+    #: the engine's host time per sequence of a step (µs; 0: none), on top of the calibration's
+    host_us_per_sequence: float = 0.0
 
     def kv_precision(self, precision: str, stated: str | None, weight_only: dict[str, str]) -> str:
         """The KV cache's precision: the one stated, else this engine's rule (``weight_only``:
@@ -162,6 +170,10 @@ def _rules(path: Path, prefix: str, data: dict[str, Any]) -> dict[str, Any]:
         if rule in ("max_batch_size", "max_num_tokens"):
             ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
             expected = "a positive integer"
+        elif rule == "host_us_per_sequence":
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            expected = "a number of microseconds, at least 0"
+            v = float(v) if ok else v
         elif rule == "allreduce":
             ok, expected = v in ALLREDUCE_MODES, "one of: " + ", ".join(ALLREDUCE_MODES)
         elif rule == "allreduce_bands":
@@ -249,6 +261,17 @@ def instance_rules(inst: Any) -> Rules:
                          key="system.engine", value=name, expected="chips on which the engine's rules agree",
                          suggestion="solve each chip as its own instance")
     return found.pop()
+
+
+def host_us_per_sequence(inst: Any, chip_id: str | None = None, memory_GiB: float | None = None) -> float:
+    """The host time per sequence of a step (µs) an instance's engine adds on a chip (its
+    ``host_us_per_sequence`` rule there; no chip: the profile's base rules): ``system.engine``'s,
+    else a measurement row's own rules (``engine_rules``), else none (:data:`PHYSICS`). Read per chip,
+    so that it is the hardware column's (``hardware.s_per_sequence``) whatever the other rules."""
+    name = getattr(inst.system, "engine", None)
+    if name is None:
+        return (getattr(inst, "engine_rules", None) or PHYSICS).host_us_per_sequence
+    return rules_of(name, chip_id, memory_GiB).host_us_per_sequence
 
 
 def allreduce_mode(inst: Any) -> str:

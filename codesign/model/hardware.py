@@ -21,7 +21,7 @@ from pydantic import Field
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
-from codesign.model import appliances, compute, memory, power_cap, thermal
+from codesign.model import appliances, compute, engines, memory, power_cap, thermal
 from codesign.model.calibration import Calibration
 from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, GBps, GiB, MiB
 from codesign.paths import catalog_dir
@@ -305,7 +305,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
     _put(t, "junction_max_C", th.dram_junction_max_C, "DRAM junction limit, C")
 
     _links(
-        t, cal,
+        t, cal, host_us=cal.host_us_per_sequence + engines.host_us_per_sequence(inst),
         up_bw=ln.bandwidth_GBps_per_direction * GBps, up_lat=ln.latency_ns * NANO, up_e=ln.energy_pJ_per_bit,
         out_bw=ln.scale_out_bandwidth_GBps_per_direction * GBps, out_lat=ln.scale_out_latency_ns * NANO,
         out_e=ln.scale_out_energy_pJ_per_bit, in_switch=ln.in_switch_reduction,
@@ -321,7 +321,8 @@ def math_format(table: dict[str, float], prec: str, where: str) -> str:
     raise InputError(f"no throughput at {prec} or a wider precision", key=where, value=sorted(table))
 
 
-def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, out_lat, out_e, in_switch=False) -> None:
+def _links(t: HardwareTable, cal: Calibration, *, host_us, up_bw, up_lat, up_e, out_bw, out_lat, out_e,
+           in_switch=False) -> None:
     eff = cal.network_efficiency
     _reduction(t, in_switch)
     _put(t, "s_per_B_scale_up", 1.0 / (np.asarray(up_bw, dtype=float) * eff), "s per byte on scale-up links")
@@ -334,7 +335,7 @@ def _links(t: HardwareTable, cal: Calibration, *, up_bw, up_lat, up_e, out_bw, o
     _put(t, "s_per_layer", cal.layer_overhead_us * MICRO, "fixed overhead per layer per step, s")
     _put(t, "s_per_collective_step", cal.collective_step_latency_us * MICRO,
          "software time per ring step of a TP collective, s")
-    _put(t, "s_per_sequence", cal.host_us_per_sequence * MICRO, "host time per sequence of a step, s")
+    _put(t, "s_per_sequence", host_us * MICRO, "host time per sequence of a step (calibration's + engine's), s")
 
 
 def _reduction(t: HardwareTable, in_switch: Any) -> None:
@@ -428,7 +429,9 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
         put("J_per_B_scale_out", cid, out.energy_pJ_per_bit * 8 * PICO)
         put("s_per_layer", cid, cal.layer_overhead_us * MICRO)
         put("s_per_collective_step", cid, cal.collective_step_latency_us * MICRO)
-        put("s_per_sequence", cid, cal.host_us_per_sequence * MICRO)
+        # the host's time per sequence: the calibration's plus the engine's (engines.host_us_per_sequence)
+        host_us = cal.host_us_per_sequence + engines.host_us_per_sequence(inst, cid, chip.memory_capacity_GiB)
+        put("s_per_sequence", cid, host_us * MICRO)
         put("stream_overlap", cid, cal.stream_overlap)
     for name, col in cols.items():
         t.features[name] = col

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InputError, ModelError
+from codesign.kinds.grid import boxes_bound as bb
 from codesign.kinds.grid import factored as fz
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.space import Tables, hardware_values
@@ -55,6 +56,9 @@ from codesign.proof.tolerances import CONFIRM_RTOL
 PRUNE_RTOL = fz.PRUNE_RTOL
 #: boxes split per round (children are bounded and their middle designs evaluated in one batch)
 BATCH = 1024
+#: sections each knob of a box is cut into and bounded separately when the box is shaved (2:
+#: halves, the bound before issue 29's coupling work; more: single values on narrow knobs)
+SECTIONS = 8
 #: how the knob to split is chosen: "widest" (most values left), "strong" (the split whose smaller
 #: child bound is largest, every knob tried)
 BRANCHING = ("strong", "widest")
@@ -99,6 +103,8 @@ class Bounder:
     _ext: dict[int, _Extremes] = field(default_factory=dict)
     _keep: list = field(default_factory=list)
     _seen: dict[int, tuple] = field(default_factory=dict)  # range extremes of the current batch
+    _sliced: tuple | None = None  # (parent, parent lo, parent hi, rows narrowed on each knob)
+    cap: bb.BandwidthCap | None = None  # the coupled bound (boxes_bound); None: intervals only
 
     def __post_init__(self) -> None:
         self.knobs = list(self.cols.knobs)
@@ -131,7 +137,16 @@ class Bounder:
                 raise fc.Unsupported("a per-knob table with negative or infinite values")
             e = self._ext[id(f)] = _Extremes(f)
             self._keep.append(f)  # (ids stay unique while the table lives)
-        got = self._seen[id(f)] = e.query(lo[:, k], hi[:, k])
+        if self._sliced is None:
+            got = e.query(lo[:, k], hi[:, k])
+        else:  # rows are boxes of a few parents, each narrowed on one knob: query the parents
+            parent, plo, phi, rows = self._sliced  # and the rows narrowed on knob k only
+            a, b = e.query(plo[:, k], phi[:, k])
+            a, b = a[parent], b[parent]
+            if len(rows[k]):
+                a[rows[k]], b[rows[k]] = e.query(lo[rows[k], k], hi[rows[k], k])
+            got = a, b
+        self._seen[id(f)] = got
         return got
 
     def _term(self, t: fc.Term, lo, hi, fp) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +184,7 @@ class Bounder:
     def tables(self, lo: np.ndarray, hi: np.ndarray) -> tuple[HardwareTable, HardwareTable]:
         """Hardware tables of the boxes' lower and upper column bounds (one row per box)."""
         self._seen = {}
-        fp = self._sum(self.cols.footprint, lo, hi, (None, None))
+        fp = self._fp = self._sum(self.cols.footprint, lo, hi, (None, None))
         low = HardwareTable({"box": np.arange(len(lo))})
         up = HardwareTable({"box": np.arange(len(lo))})
         for name in self.names:
@@ -194,17 +209,26 @@ class Bounder:
                     for c in self.cons if c.workload == w]
             self._objective.append((weight, _Form(form, self.scheds[w], self.cols), cons))
 
-    def bound(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def bound(self, lo: np.ndarray, hi: np.ndarray, sliced: tuple | None = None) -> np.ndarray:
         """Per box: a lower bound of the internal objective over its designs (inf: no design of
-        the box is feasible)."""
+        the box is feasible). ``sliced`` = (parent, parent lo, parent hi, knob): each box is its
+        parent box narrowed on that one knob (only the narrowed ranges are queried)."""
         if not hasattr(self, "_objective"):
             self.compile()
-        low, up = self.tables(lo, hi)
+        if sliced is not None:
+            parent, plo, phi, knob = sliced
+            sliced = (parent, plo, phi, [np.flatnonzero(knob == j) for j in range(lo.shape[1])])
+        self._sliced = sliced
+        try:
+            low, up = self.tables(lo, hi)
+            capped = None if self.cap is None else self.cap.apply(self, low, up, lo, hi, self._fp, PRUNE_RTOL)
+        finally:
+            self._sliced = None
         n = len(lo)
         for name in self._in_products:  # a product a*b of lower bounds is one only for a, b >= 0
             if (low.features[name] < 0).any():
                 raise fc.Unsupported(f"column {name} can be negative inside a product")
-        ok = np.ones(n, dtype=bool)
+        ok = np.ones(n, dtype=bool) if capped is None else ~capped
         for c in self.cons:
             if c.workload is None:
                 lhs = constraint_lhs(c, low, None)[:, 0]
@@ -325,6 +349,7 @@ class BoxResult:
     seconds: float
     pruned_values: int  # knob values the domain presolve removed
     trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, incumbent, bound)
+    left: tuple | None = None  # (lo, hi, bound) of the boxes left open (value indices)
 
 
 class _PruneView:
@@ -336,7 +361,8 @@ class _PruneView:
 
 def search(inst: Instance, *, time_limit: float | None = None, branching: str = "strong", batch: int = BATCH,
            rtol: float = CONFIRM_RTOL, radius: int = 0,
-           start: list[dict[str, Any]] | None = None) -> BoxResult:
+           start: list[dict[str, Any]] | None = None, sections: int = SECTIONS, wide: int = 2,
+           coupled: bool = True) -> BoxResult:
     """Best-first box branch-and-bound (module docstring). ``rtol``: a box is dropped when its
     bound is at least incumbent × (1 − rtol); ``start``: designs evaluated first (each must use
     knob values the presolve keeps); ``radius``: the local search's pair moves (0: none)."""
@@ -358,6 +384,7 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
         return BoxResult(None, math.inf, math.inf, True, 0, 0, 0, 0, 0, time.perf_counter() - t0, pruned)
     cols = fc.restrict(full, keep)
     b = Bounder(inst, cols, scheds, cons)
+    b.cap = bb.bandwidth_cap(inst, cols, cons) if coupled else None
     fc.verify_columns(inst, full, b.names - {"one"})
     domains = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
     sizes = np.array([len(kept[k]) for k in b.knobs])
@@ -423,8 +450,8 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
             clo, chi, cb = _split(b, plo, phi, knob)
         else:
             cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
-            clo, chi, cb = _shave(b, plo, phi, bnd[take], cut)
-            boxes += 2 * len(take) * len(b.knobs)
+            clo, chi, cb, nb = _shave(b, plo, phi, bnd[take], cut, sections, wide)
+            boxes += nb
         boxes += len(cb) if branching == "widest" else 0
         if evaluate((clo + chi) // 2) and radius:
             polish()
@@ -439,7 +466,7 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     complete = not len(bnd)
     bound = best_val if complete else float(min(bnd.min(), best_val))
     return BoxResult(best_design, best_val, bound, complete, boxes, evaluated, rounds, len(bnd), peak,
-                     time.perf_counter() - t0, pruned, trace)
+                     time.perf_counter() - t0, pruned, trace, (lo, hi, bnd))
 
 
 def _neighbours(at: np.ndarray, sizes: np.ndarray, radius: int) -> np.ndarray:
@@ -478,44 +505,66 @@ def _split(b: Bounder, lo, hi, knob):
     return clo, chi, b.bound(clo, chi)
 
 
-def _shave(b: Bounder, lo, hi, bnd, cut: float):
-    """Bound both halves of every knob of each box (one batch). A half whose bound reaches ``cut``
-    holds no better design: the box shrinks to the other half on that knob (both: the box is
-    dropped). The box's bound becomes the largest over the knobs of its live halves' least bound.
-    The shrunk box is then split along the knob, among those not shrunk, whose worse half has the
-    largest bound (ties to the widest); its halves keep their bounds (valid: they hold fewer
-    designs). A box whose every splittable knob shrank is returned whole."""
+def _shave(b: Bounder, lo, hi, bnd, cut: float, sections: int = 2, wide: int = 2):
+    """Cut every knob of each box into contiguous sections — its single values where it has at
+    most ``sections`` values left, else ``wide`` equal parts — and bound each section's sub-box
+    (the box with that knob restricted to the section; one batch). A section whose bound reaches ``cut`` (or that is
+    empty) holds no better design: the box shrinks on that knob to its first to last live
+    section (none live: the box is dropped). Each knob's least live section bound is a bound of
+    the whole box (its sections cover it), so the box's bound becomes the largest of them — with
+    single-value sections this is the box's least bound over that knob's values, which couples
+    the knob's effect on the objective and on the constraints that the interval bound takes at
+    opposite ends (formulations/factored.md §6). The shrunk box is split along the knob, among
+    those not shrunk, whose worse child (a split at the middle section boundary) has the largest
+    bound (ties to the widest); each child's bound is the larger of the box's and the least of
+    its sections'. A box with no such knob is returned whole."""
     n, k = lo.shape
     width = hi - lo + 1
-    mid = (lo + hi) // 2
-    rows = np.arange(n)
-    L = np.repeat(lo[None], 2 * k, axis=0)
-    H = np.repeat(hi[None], 2 * k, axis=0)
+    parts = np.where(width <= sections, width, wide)  # (n, k) sections of each knob
+    m = int(parts.max())
+    idx = np.minimum(np.arange(m + 1)[None, None, :], parts[:, :, None])
+    edge = lo[:, :, None] + (idx * width[:, :, None] + parts[:, :, None] - 1) // parts[:, :, None]
+    s0, s1 = edge[:, :, :-1], edge[:, :, 1:] - 1  # section s: [s0, s1] (empty when s1 < s0)
+    empty = s1 < s0
+    L = np.repeat(lo[:, None, None, :], k, axis=1).repeat(m, axis=2)  # (n, k, m, k)
+    H = np.repeat(hi[:, None, None, :], k, axis=1).repeat(m, axis=2)
     for j in range(k):
-        H[j, :, j] = mid[:, j]
-        L[k + j, :, j] = np.minimum(mid[:, j] + 1, hi[:, j])
-    cb = b.bound(L.reshape(-1, k), H.reshape(-1, k)).reshape(2, k, n)
-    low, up = cb[0].T, cb[1].T  # (n, k)
-    split = width > 1
-    dead_low, dead_up = split & (low >= cut), split & (up >= cut)
-    live = ~(dead_low & dead_up).any(axis=1)
-    score = np.where(split, np.minimum(np.where(dead_low, np.inf, low), np.where(dead_up, np.inf, up)), -np.inf)
-    box = np.maximum(bnd, score.max(axis=1))
-    nlo, nhi = np.where(dead_low, mid + 1, lo), np.where(dead_up, mid, hi)
-    free = split & ~dead_low & ~dead_up
-    pick = np.where(free, np.minimum(low, up), -np.inf)
+        L[:, j, :, j] = np.where(empty[:, j], lo[:, j, None], s0[:, j])
+        H[:, j, :, j] = np.where(empty[:, j], lo[:, j, None], s1[:, j])
+    cb = np.full(n * k * m, np.inf)
+    full = ~empty.reshape(-1)
+    parent = np.repeat(np.arange(n), k * m)[full]
+    knob = np.tile(np.repeat(np.arange(k), m), n)[full]
+    cb[full] = b.bound(L.reshape(-1, k)[full], H.reshape(-1, k)[full], sliced=(parent, lo, hi, knob))
+    cb = cb.reshape(n, k, m)
+    live = cb < cut
+    M = np.where(live, cb, np.inf)
+    alive = live.any(axis=2).all(axis=1)
+    box = np.maximum(bnd, M.min(axis=2).max(axis=1))
+    first = np.argmax(live, axis=2)
+    last = m - 1 - np.argmax(live[:, :, ::-1], axis=2)
+    take = lambda a, i: np.take_along_axis(a, i[:, :, None], axis=2)[:, :, 0]  # noqa: E731
+    nlo, nhi = take(s0, first), take(s1, last)
+    shrunk = (nlo > lo) | (nhi < hi)
+    t = (first + last + 1) // 2
+    sec = np.arange(m)[None, None, :]
+    c1 = np.where((sec >= first[:, :, None]) & (sec < t[:, :, None]), M, np.inf).min(axis=2)
+    c2 = np.where((sec >= t[:, :, None]) & (sec <= last[:, :, None]), M, np.inf).min(axis=2)
+    free = (last > first) & ~shrunk
+    pick = np.where(free, np.minimum(c1, c2), -np.inf)
     top = pick.max(axis=1, keepdims=True)
-    knob = np.argmax(np.where(free & (pick >= top), width, -1), axis=1)
-    has = free.any(axis=1) & live
-    whole = ~free.any(axis=1) & live
-    j, r = knob[has], rows[has]
+    knob = np.argmax(np.where(free & (pick >= top), nhi - nlo + 1, -1), axis=1)
+    has = free.any(axis=1) & alive
+    whole = ~free.any(axis=1) & alive
+    r = np.flatnonzero(has)
+    j = knob[has]
+    a = np.arange(len(r))
     lo1, hi1, lo2, hi2 = nlo[has], nhi[has].copy(), nlo[has].copy(), nhi[has]
-    hi1[np.arange(len(r)), j] = mid[r, j]
-    lo2[np.arange(len(r)), j] = mid[r, j] + 1
-    b1, b2 = np.maximum(box[r], low[r, j]), np.maximum(box[r], up[r, j])
+    hi1[a, j] = s0[r, j, t[r, j]] - 1
+    lo2[a, j] = s0[r, j, t[r, j]]
+    b1, b2 = np.maximum(box[r], c1[r, j]), np.maximum(box[r], c2[r, j])
     return (np.concatenate([lo1, lo2, nlo[whole]]), np.concatenate([hi1, hi2, nhi[whole]]),
-            np.concatenate([b1, b2, box[whole]]))
-
+            np.concatenate([b1, b2, box[whole]]), int(full.sum()))
 
 
 def solve(problem: Any, *, time_limit: float | None = None, branching: str = "strong") -> Any:

@@ -1,0 +1,114 @@
+"""The bandwidth cap of a box: the thermal and power budgets bound the achieved local bandwidth,
+and with it the time per local byte (formulations/factored.md §6, "coupled bound").
+
+The interval bound of :mod:`codesign.kinds.grid.boxes` takes the time per local byte at the box's
+fastest corner (every bandwidth limit at its largest) and the junction temperature at its coolest
+(every limit at its least), so the two can be different designs of the box. Both read the same
+quantity, the achieved local bandwidth B = min of the four limits (model.md eq. 3.7):
+
+    power_W       = P_rest(H) + J(H) · B(H)         J: energy per local byte (eq. 3.9)
+    temperature_C = ambient + r_th(layers) · power_W
+    s_per_B_local = share · max(1/(e·limit_i), 1/cap) >= share / (e · B)
+
+so a design of the box that meets ``temperature_C <= R`` (or ``power_W <= R``) has
+B <= ((R − ambient)/r_th − P_rest)/J <= ((R − ambient)/r_th_lo − P_rest_lo)/J_lo =: B_cap, each
+factor at its own end of the box (a valid upper bound of B over the box's feasible designs), and
+its time per local byte is at least share/(e·min(B_hi, B_cap)). A box with B_cap below its least
+B has no feasible design. The three identities are checked against the model's hardware table
+(:func:`codesign.model.hardware.hardware_table`) at the grid's corners and random designs when the
+search starts; any that fails leaves the interval bound as it was (:func:`bandwidth_cap` is None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from codesign.kinds.grid import factored_columns as fc
+from codesign.kinds.grid.spec import Instance
+from codesign.model import thermal
+from codesign.model.hardware import hardware_table, load_family
+
+#: the columns a cap applies to: the time per local byte and its overlapped/sequential shares
+SHARED = ("s_per_B_local", "s_per_B_local_ovl", "s_per_B_local_seq")
+#: the identities above hold at the check designs within this (relative; they are exact up to
+#: round-off)
+IDENTITY_RTOL = 1e-9
+
+
+@dataclass
+class BandwidthCap:
+    rest: list[fc.Term]  # power_W's terms outside its min group (compute, leakage, refresh, I/O)
+    joule: fc.Col  # J_per_B_local
+    bandwidth: fc.Col  # bandwidth_Bps
+    r_th: fc.Col  # thermal resistance by dram_layers
+    ambient_C: float
+    limits: list[tuple[str, float, float, str | None]]  # (column, coefficient, rhs, rhs hardware column)
+    per_B: dict[str, float]  # column -> share / e: the column is at least this / B
+
+    def apply(self, b, low, up, lo, hi, fp, slack: float) -> np.ndarray:
+        """Raise the lower ends of the time-per-byte columns in ``low`` (a table of the
+        boxes' lower column bounds) to share/(e·B_up); return the boxes with no feasible
+        design (B_cap below the box's least B). ``b``: the :class:`boxes.Bounder` (its interval
+        arithmetic); ``slack``: the budgets' relative tolerance."""
+        b_lo, b_hi = b.column(self.bandwidth, lo, hi, fp)
+        rest_lo, _ = b._sum(self.rest, lo, hi, fp)
+        j_lo, _ = b.column(self.joule, lo, hi, fp)
+        r_lo, _ = b.column(self.r_th, lo, hi, fp)
+        p_max = np.full(len(lo), np.inf)
+        for name, coef, rhs, rhs_hw in self.limits:
+            r = rhs + (up.column(rhs_hw) if rhs_hw else 0.0)
+            r = (r + slack * np.abs(r)) / coef
+            p_max = np.minimum(p_max, (r - self.ambient_C) / r_lo if name == "temperature_C" else r)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cap = (p_max - rest_lo) / j_lo
+            b_up = np.minimum(b_hi, cap)
+            for name, per in self.per_B.items():
+                if name in low.features:
+                    low.features[name] = np.maximum(low.features[name], np.where(b_up > 0, per / b_up, np.inf))
+        return cap < b_lo * (1 - slack)
+
+
+def bandwidth_cap(inst: Instance, cols: fc.Columns, cons: list, samples: int = 64) -> BandwidthCap | None:
+    """The cap for a stacked-3D instance's hardware-only budgets on temperature_C or power_W
+    (one term, positive coefficient), or None: no such budget, a column missing, or an identity
+    the model does not confirm at the check designs."""
+    limits = []
+    for c in cons:
+        if c.workload is None and len(c.lhs) == 1:
+            coef, form = c.lhs[0]
+            names = [p.hw for p in form.products]
+            if coef > 0 and names in (["temperature_C"], ["power_W"]) and not form.maxes:
+                limits.append((names[0], float(coef), float(c.rhs), c.rhs_hw))
+    needed = ("power_W", "J_per_B_local", "bandwidth_Bps", *SHARED)
+    if not limits or any(n not in cols.cols for n in needed):
+        return None
+    power = cols.cols["power_W"]
+    if len(power.groups) != 1 or power.groups[0][0] != "min":
+        return None
+    fam = load_family(inst.hardware.stack)
+    th = fam.thermal
+    r_th = fc.Col([fc.Term(1.0, {"dram_layers": thermal.thermal_resistance_C_per_W(
+        cols.knobs["dram_layers"], th.r0_C_per_W, th.r_per_layer_C_per_W)})])
+    cal = inst.calibration.for_chip(fam.id, stacked=True)
+    o, e = float(cal.stream_overlap), float(cal.memory_efficiency)
+    cap = BandwidthCap(list(power.base), cols.cols["J_per_B_local"], cols.cols["bandwidth_Bps"], r_th,
+                       float(inst.system.ambient_C), limits,
+                       {"s_per_B_local": 1.0 / e, "s_per_B_local_ovl": o / e, "s_per_B_local_seq": (1.0 - o) / e})
+    return cap if _confirmed(inst, cols, cap, samples) else None
+
+
+def _confirmed(inst: Instance, cols: fc.Columns, cap: BandwidthCap, samples: int) -> bool:
+    """The three identities of the module docstring, with the model's hardware table."""
+    at = fc.check_points(cols.knobs, samples=samples, seed=2)
+    t = hardware_table(inst, {k: cols.knobs[k][i] for k, i in at.items()})
+    bw, power = t.column("bandwidth_Bps"), t.column("power_W")
+    rest = cols.sum_values(cap.rest, at, len(bw))
+    r = cols.values(cap.r_th, at)
+    same = lambda a, b: bool(np.allclose(a, b, rtol=IDENTITY_RTOL, atol=0.0))  # noqa: E731
+    if not (same(power, rest + t.column("J_per_B_local") * bw)
+            and same(t.column("temperature_C"), cap.ambient_C + r * power)):
+        return False
+    return all(bool((t.column(name) * bw >= per * (1 - IDENTITY_RTOL)).all()) for name, per in cap.per_B.items()
+               if per > 0)

@@ -1,5 +1,5 @@
 """Random tiny mapping and placement instances whose whole design space brute force enumerates,
-drawn deterministically from a seed (the exactness tests of :mod:`tests.proof.test_driver`).
+drawn deterministically from a seed (the exactness tests of :mod:`tests.proof.test_driver_exact_assignment`).
 
 Each draw is a TOML-able instance dict from the kinds' generators
 (:func:`codesign.kinds.mapping.generate.generate_mapping`,
@@ -26,6 +26,7 @@ from codesign.kinds.mapping.spec import mapping_from_data
 from codesign.kinds.placement.brute import brute_force_placement
 from codesign.kinds.placement.spec import generate_placement, placement_from_data
 from codesign.model import mapping as mapping_model
+from codesign.model import mapping_build, placement_build
 from codesign.model import placement as placement_model
 from codesign.model.calibration import shipped
 
@@ -97,7 +98,7 @@ def draw_mapping(rng: np.random.Generator, max_points: float, *, edges: bool, sy
         if modules and rng.random() < 0.25:
             data["appliance"]["medium"] = "electrical"
         try:
-            p = mapping_model.build_problem(mapping_from_data(data))
+            p = mapping_build.build_problem(mapping_from_data(data))
         except (InputError, ValueError):
             continue
         if mapping_model.space_size(p) > max_points:
@@ -114,7 +115,7 @@ def draw_mapping(rng: np.random.Generator, max_points: float, *, edges: bool, sy
                     room = fixed + per * float(rng.uniform(0.3, 3.0))
                 g["memory_capacity_GiB"] = capacity_GiB(g["chip"], room)
             try:
-                mapping_model.build_problem(mapping_from_data(data))
+                mapping_build.build_problem(mapping_from_data(data))
             except (InputError, ValueError):
                 continue
         if rng.random() < 0.35:
@@ -131,7 +132,7 @@ def resolve_mapping_budget(data: dict[str, Any]) -> dict[str, Any]:
     fast = copy.deepcopy(data)
     fast.pop("budgets")
     fast["objective"] = {"metric": "tokens_per_s"}
-    p = mapping_model.build_problem(mapping_from_data(fast))
+    p = mapping_build.build_problem(mapping_from_data(fast))
     bf = brute_force_mapping(p)
     out = copy.deepcopy(data)
     if bf.objective is None:
@@ -177,7 +178,7 @@ def draw_placement(rng: np.random.Generator, max_points: float, *, edges: bool) 
             data["network"] = {"dispatch_bytes_per_element": float(_choice(rng, (1.0, 2.0))),
                                "combine_bytes_per_element": float(_choice(rng, (1.0, 2.0, 4.0)))}
         try:
-            pb = placement_model.build_problem(placement_from_data(data))
+            pb = placement_build.build_problem(placement_from_data(data))
         except (InputError, ValueError):
             continue
         if placement_model.space_size(pb) > max_points:
@@ -187,7 +188,7 @@ def draw_placement(rng: np.random.Generator, max_points: float, *, edges: bool) 
             room = pb.fixed_store_B + (n + float(_choice(rng, (0.5, 0.0)))) * pb.expert_store_B
             data["devices"]["memory_capacity_GiB"] = capacity_GiB(data["devices"]["chip"], room)
             try:
-                placement_model.build_problem(placement_from_data(data))
+                placement_build.build_problem(placement_from_data(data))
             except (InputError, ValueError):
                 continue
         if rng.random() < 0.35:
@@ -203,7 +204,7 @@ def resolve_placement_budget(data: dict[str, Any]) -> dict[str, Any]:
     fast = copy.deepcopy(data)
     fast.pop("budgets")
     fast["objective"] = {"metric": "tokens_per_s"}
-    pb = placement_model.build_problem(placement_from_data(fast))
+    pb = placement_build.build_problem(placement_from_data(fast))
     bf = brute_force_placement(pb)
     out = copy.deepcopy(data)
     if bf.objective is None:

@@ -1,8 +1,9 @@
 """codesign.tradeoffs.pareto: the exact frontier between two metrics.
 
-Reference: every design of tiny-3d-llama8b (432 points, 184 feasible) evaluated by the model, and
-the non-dominated set of their (x, y) computed directly; the ε-constraint frontier (each point a
-proven solve) must be exactly that set, for every metric pair below.
+Reference: every design of tiny-3d-llama8b (432 points) evaluated by the model one by one, and the
+non-dominated set of their (x, y) computed by the dominance written out here (tokens/s maximised,
+everything else minimised); the ε-constraint frontier (each point a proven solve) must be exactly
+that set, for every metric pair below.
 """
 
 from __future__ import annotations
@@ -19,27 +20,38 @@ from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.registry import from_data, load
 from codesign.model.mapping import assess, attach_matrix, block_counts
 from codesign.tradeoffs import pareto
-from codesign.tradeoffs.pareto import STEP_RTOL, frontier, sense_of, value_of
+from codesign.tradeoffs.pareto import STEP_RTOL, frontier, value_of
 
 TINY = "tiny-3d-llama8b"
+
+
+#: by hand from instances/tiny-3d-llama8b.toml: 3 x 2 x 1 x 2 x 2 x 2 = 48 hardware designs (dram_layers,
+#: tsv_count, tsv_pitch_um, compute_area_mm2, clock_GHz, sram_MiB) x 3 tp x 3 batch
+TINY_DESIGNS = 48 * 9
+#: the one metric a frontier maximises; every other is minimised
+MAXIMISED = {"tokens_per_s"}
 
 
 @pytest.fixture(scope="module")
 def every_feasible_design():
     p = load(TINY)
     decs = p.decisions()
-    out = []
+    out, seen = [], 0
     for values in itertools.product(*(d.domain for d in decs)):
+        seen += 1
         a = p.assess(p.parse_design(dict(zip([d.name for d in decs], values, strict=True))))
         if a.feasible:
             out.append({**a.metrics, "dram_layers": a.design["dram_layers"]})  # a decision, in the design
-    assert len(out) == 186  # (no engine named: no decoding-state slots take memory)
+    assert seen == TINY_DESIGNS
+    # the constraints leave out some designs, not all: the frontier is of a filtered set (how many
+    # are feasible is the model's figure, not one to copy here)
+    assert 0 < len(out) < TINY_DESIGNS
     return out
 
 
 def nondominated(points, x, y):
     def better_or_equal(m, u, v):
-        return u >= v if sense_of(m) == "max" else u <= v
+        return u >= v if m in MAXIMISED else u <= v
 
     return {(a, b) for a, b in points
             if not any(better_or_equal(x, c, a) and better_or_equal(y, d, b) and (c, d) != (a, b) for c, d in points)}
@@ -106,14 +118,14 @@ def every_feasible_mapping(p):
 @pytest.mark.parametrize(("x", "y"), [("tokens_per_s", "energy_per_token_J"), ("energy_per_token_J", "tokens_per_s"),
                                       ("tpot_s", "energy_per_token_J"), ("time_per_token_s", "energy_per_token_J")])
 def test_a_mapping_frontier_is_the_enumerated_one(x, y):
-    """Every design of a small mapping enumerated (1,318 feasible of 248,832; 5 on the frontier):
+    """Every design of a small mapping enumerated (248,832 designs):
     the frontier is the non-dominated set, whichever metric is optimised (tokens/s ties broken by
     the tie-breaking solves)."""
     p = from_data(generate_mapping(**SMALL_MAPPING))
     col = {"tokens_per_s": 0, "energy_per_token_J": 1, "tpot_s": 2, "time_per_token_s": 3}
     points = [(*v, 1.0 / v[0]) for v in every_feasible_mapping(p)]
     expected = nondominated({(v[col[x]], v[col[y]]) for v in points}, x, y)
-    assert len(expected) == 5
+    assert len(expected) >= 2  # a trade-off, not one design best in both
     f = frontier(p, x, y)
     assert f.complete and all(q.status == "optimal" for q in f.points)
     assert rounded((q.x, q.y) for q in f.points) == rounded(expected)
@@ -144,20 +156,19 @@ def test_bad_metrics_are_refused():
         frontier(load("tiny-pf-mapping"), "tokens_per_s", "power_W")
 
 
-def test_the_command_prints_the_points_and_writes_the_plot(cli, tmp_path):
+def test_the_command_prints_the_points_and_writes_the_plot(cli, tmp_path, every_feasible_design):
     png = tmp_path / "f.png"
     r = cli("pareto", TINY, "--x", "tokens_per_s", "--y", "area_mm2", "--plot", png, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["complete"] is True and len(d["points"]) == 3
+    expected = nondominated([(m["tokens_per_s"], m["area_mm2"]) for m in every_feasible_design], "tokens_per_s", "area_mm2")
+    assert d["complete"] is True and rounded((q["x"], q["y"]) for q in d["points"]) == rounded(expected)
     assert set(d["points"][0]) == {"x", "y", "status", "design", "metrics"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_ctrl_c_keeps_the_points_proven_before_it(monkeypatch):
-    from codesign.tradeoffs import pareto as pareto_mod
-
-    real, calls = pareto_mod.solve, []
+    real, calls = pareto.solve, []
 
     def interrupted_third(problem, **kw):
         calls.append(1)
@@ -165,7 +176,7 @@ def test_ctrl_c_keeps_the_points_proven_before_it(monkeypatch):
             raise KeyboardInterrupt
         return real(problem, **kw)
 
-    monkeypatch.setattr(pareto_mod, "solve", interrupted_third)
+    monkeypatch.setattr(pareto, "solve", interrupted_third)
     f = frontier(load("tiny-3d-llama8b"), "tokens_per_s", "power_W")
     full = frontier(load("tiny-3d-llama8b"), "tokens_per_s", "power_W")
     assert f.interrupted and not f.complete and "Ctrl-C" in f.statement

@@ -9,9 +9,13 @@ which explain once disagreed with enumeration are infeasible for both.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import codesign.kinds.grid.space as space
+from codesign.kinds.grid.problem import Grid
 from codesign.model.budgets import parse_budget, parsed_budgets
 from codesign.proof.driver import solve
 
@@ -169,21 +173,36 @@ def test_a_throughput_budget_is_relaxed_in_tokens_per_s(tiny, brute) -> None:
 )
 def test_explain_and_solve_judge_by_the_model(which, budgets, tiny, small) -> None:
     """Budget sets a fuzzing found explain calling feasible (and solve, for the last,
-    'no_solution' after 21 s): by enumeration none is; explain and solve say so."""
-    p = (tiny if which == "tiny" else small).with_budgets(budgets)
+    'no_solution' after 21 s): by enumeration none is; explain and solve say so. What explain
+    reports is checked by enumeration too: its conflict is infeasible on its own and each of its
+    members is needed (dropping it leaves designs); each budget whose relaxation it says restores
+    feasibility is feasible at the reported limit, the other budgets kept, and not a little below."""
+    base = tiny if which == "tiny" else small
+    p = base.with_budgets(budgets)
     assert not feasible(p)
-    assert explain(p)["feasible"] is False
+    e = explain(p)
+    assert e["feasible"] is False
     assert solve(p).status == "infeasible"
+    conflict = {c["name"] for c in e["conflicts"]}
+    assert conflict and not brute_force_keeping(p, conflict).feasible
+    for name in conflict:
+        assert brute_force_keeping(p, conflict - {name}).feasible, name
+    texts = {f"budget[cli-{i + 1}]": t for i, t in enumerate(budgets)}
+    relaxed = [r for r in e["relaxations"] if r["name"] in texts and r["restores"]]
+    assert relaxed
+    for r in relaxed:
+        other = [t for n, t in texts.items() if n != r["name"]]
+        limit = r["new_limit"]
+        assert feasible(base.with_budgets([normalized_text(p, r["name"], limit), *other])), r
+        tighter = limit - 1e-6 * r["violation_at_best"] - 1e-7 * abs(limit)
+        assert not feasible(base.with_budgets([normalized_text(p, r["name"], tighter), *other])), r
 
 
 def test_no_layout_at_all_is_said_plainly(named):
     """Without any constraint still infeasible: no layout satisfies the divisibility rules."""
-    import json
-    from pathlib import Path
-
-    from codesign.kinds.grid.problem import Grid
-
     raw = json.loads((Path(__file__).resolve().parents[2] / "data" / "fuzz" / "case_1.json").read_text())
-    e = explain(Grid.from_data(raw.get("instance", raw), source="fuzz case 1"))
+    p = Grid.from_data(raw.get("instance", raw), source="fuzz case 1")
+    assert not brute_force_keeping(p, set()).feasible  # by enumeration, with no constraint kept
+    e = explain(p)
     assert e["feasible"] is False and e["conflicts"] == []
     assert "no parallel layout satisfies the divisibility rules" in e["note"]

@@ -39,31 +39,56 @@ def _version(dist: str) -> str | None:
         return None
 
 
+#: what a benchmark's figures depend on: the package, its instances and catalog, the validation
+#: tables the calibration reads, and the benchmark scripts (not their results/ and figures/)
+RUN_INPUTS = ("codesign", "instances", "validation", "benchmarks/*.py")
+
+
+def _sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=REPO).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def commit() -> str | None:
+    """HEAD now, ``+dirty`` when the run's inputs (:data:`RUN_INPUTS`, untracked files included)
+    differ from it; None outside a git checkout."""
+    head = _sh(["git", "rev-parse", "--short", "HEAD"]).strip()
+    if not head:
+        return None
+    dirty = _sh(["git", "status", "--porcelain", "--untracked-files=normal", "--", *RUN_INPUTS]).strip()
+    return head + ("+dirty" if dirty else "")
+
+
+#: the commit of the code this process runs, taken when the script starts (it imports this module
+#: right after the package, before it measures anything), not when it writes its results: in a
+#: work tree others commit to, HEAD moves during a long run (results/joint_scaling.json, written
+#: after a 952 s run, named 8b64605, a commit made while it ran)
+STARTED_AT = commit()
+
+
 def machine() -> dict[str, Any]:
-    """CPU, cores, versions and the commit (``+dirty`` when the work tree differs from it)."""
-
-    def sh(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=REPO).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    lscpu = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in sh(["lscpu"]).splitlines() if ":" in ln}
-    git = sh(["git", "rev-parse", "--short", "HEAD"]).strip()
-    dirty = bool(sh(["git", "status", "--porcelain", "--untracked-files=no", "--", "codesign"]).strip())
+    """CPU, cores, versions and the commit the run started from (``+dirty`` when its inputs
+    differed from it); ``git_at_write`` as well when the tree has changed since the start."""
+    lscpu = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in _sh(["lscpu"]).splitlines() if ":" in ln}
     try:
         mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError):
         mem_gib = None
-    return {
+    out = {
         "cpu": lscpu.get("Model name"), "hypervisor": lscpu.get("Hypervisor vendor"), "cores": os.cpu_count(),
         "memory_GiB": None if mem_gib is None else round(mem_gib),
         "platform": platform.platform(), "python": platform.python_version(),
         "numpy": _version("numpy"), "highspy": _version("highspy"), "ortools": _version("ortools"),
         "optuna": _version("optuna"), "codesign": _version("codesign"),
-        "git": git + ("+dirty" if dirty else ""),
+        "git": STARTED_AT,
         "date": time.strftime("%Y-%m-%d"),
     }
+    now = commit()
+    if now != STARTED_AT:
+        out["git_at_write"] = now
+    return out
 
 
 def solve_runs(problem: Problem, solver: str, repeats: int, *, time_limit: float | None = None,

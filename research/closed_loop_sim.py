@@ -89,7 +89,7 @@ def main() -> int:
         inst = row_instance(dataclasses.replace(r, engine_max_tokens=None), r.batch_step)
         step = MixedStep(inst, inst.baseline())
         slots = max_batch(dataclasses.replace(r, concurrency=None, num_requests=None)).batch
-        choice, f = at_concurrency(r)
+        _, f = at_concurrency(r)
         fluid = f["ttft_s_model"] - f["step_in_flight_s"]  # approx.: the fluid queue differs slightly
         v = simulate(step, r.concurrency, r.isl, r.osl, r.engine_max_tokens or 10**9, slots)
         c = r.concurrency

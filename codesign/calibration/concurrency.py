@@ -12,8 +12,8 @@ The benchmark is a closed loop (GenAI-Perf/AIPerf: each of the ``concurrency`` c
 next request when its last one ends), so a request arrives at the end of a step, just after the
 engine has scheduled the next one from the requests it already holds: unless it is alone (no other
 request running), it first waits out that step, one step period (``itl_s``), and only then starts
-its prefill (:func:`closed_loop`). The fluid steady state of :mod:`codesign.model.serving` has no
-such wait. Requests that wait for a slot (more than the running batch) add (c - b) / lambda.
+its prefill (model.md eq. 5.11d). Requests that wait for a slot (more than the running batch) add
+(c - b) / lambda.
 """
 
 from __future__ import annotations
@@ -28,32 +28,14 @@ from codesign.model.calibration import CalibrationSet
 from codesign.model.serving import MixedStep, ServingPoint, steady_state
 
 
-def closed_loop(fluid: ServingPoint, output_tokens: int) -> ServingPoint:
-    """The fluid steady state ``fluid`` with the closed loop's step in flight (module docstring).
-
-    With b requests running, a request that arrives finds the other b - 1 in a step the engine
-    scheduled without it, of one step period (ITL) on average; alone (b = 1) it finds the engine
-    idle. TTFT of a running request = wait + the fluid prefill time; Little's law over the b
-    running requests gives lambda = b / (TTFT + n_d ITL), and the c - b that wait for a slot wait
-    (c - b) / lambda more (the fluid queue, recomputed with the new lambda)."""
-    wait = fluid.itl_s if fluid.running > 1 else 0.0
-    prefill = fluid.ttft_s - fluid.queue_s + wait
-    rate = fluid.running / (prefill + fluid.decode_steps * fluid.itl_s)
-    queue = (fluid.concurrency - fluid.running) / rate
-    return dataclasses.replace(fluid, queue_s=queue, ttft_s=queue + prefill, requests_per_s=rate,
-                               output_tokens_per_s=output_tokens * rate)
-
-
 def serving_point(row: Row, running: int, *, calibration: CalibrationSet | None = None) -> ServingPoint:
-    """The steady state of one replica of ``row`` with at most ``running`` requests at once, in
-    the benchmark's closed loop (:func:`closed_loop`)."""
+    """The steady state of one replica of ``row`` with at most ``running`` requests at once."""
     # the instance's own token-budget rule (eq. 4.19) is for a static round: the steady state
     # applies the budget itself
     inst = row_instance(dataclasses.replace(row, engine_max_tokens=None), row.batch_step, calibration=calibration)
-    fluid = steady_state(MixedStep(inst, inst.baseline()), concurrency=math.ceil((row.concurrency or 1) / row.dp),
+    return steady_state(MixedStep(inst, inst.baseline()), concurrency=math.ceil((row.concurrency or 1) / row.dp),
                          input_tokens=row.isl, output_tokens=row.osl, token_budget=row.engine_max_tokens,
                          max_running=running, pipeline_stages=row.pp)
-    return closed_loop(fluid, row.osl)
 
 
 def metric_at_concurrency(metric: str, sp: ServingPoint, row: Row) -> float:

@@ -65,7 +65,9 @@ class ServingPoint:
     itl_s: float
     #: time a request waits before it runs (more requests than the batch limit)
     queue_s: float
-    #: time to the first token: queue_s + n_p steps
+    #: time an admitted request waits for the step in flight before its prefill (one ITL unless alone)
+    step_wait_s: float
+    #: time to the first token: queue_s + step_wait_s + n_p steps
     ttft_s: float
     #: requests completed per second (one replica)
     requests_per_s: float
@@ -111,8 +113,11 @@ def steady_state(step_s: Callable[[float, float], float], *, concurrency: int, i
       P_d = (b - 1) I / (n_p + n_d) tokens per step, at most T - D_d: ITL = S step_s(D_d, P_d);
     * a prefilling request sees D_p = (b - 1) q decode tokens and its own chunk I / n_p plus the
       others' P_d, at most T - D_p: TTFT = queue + n_p S step_s(D_p, P_p);
-    * Little's law on the running requests: lambda = b / (n_p S t_p + n_d ITL); the c - b waiting
-      requests wait queue = (c - b) / lambda; output tokens per second = O lambda.
+    * the closed loop's step in flight: a request arrives when another ends, just after the engine
+      scheduled its next step without it, so unless it is alone (b = 1) it waits out that step,
+      w = ITL, before its prefill: TTFT = queue + w + n_p S t_p;
+    * Little's law on the running requests: lambda = b / (w + n_p S t_p + n_d ITL); the c - b
+      waiting requests wait queue = (c - b) / lambda; output tokens per second = O lambda.
     """
     if concurrency < 1 or input_tokens < 1 or output_tokens < 1:
         raise ValueError("concurrency, input_tokens and output_tokens must be positive")
@@ -131,11 +136,12 @@ def steady_state(step_s: Callable[[float, float], float], *, concurrency: int, i
     period = float(pipeline_stages)
     itl = period * step_s(d_d, p_d) if n_d > 0 else 0.0
     t_prefill = n_p * period * step_s(d_p, p_p)
-    rate = b / (t_prefill + n_d * itl)
+    wait = itl if b > 1 else 0.0
+    rate = b / (wait + t_prefill + n_d * itl)
     queue = (concurrency - b) / rate
     return ServingPoint(concurrency=concurrency, running=b, prefill_steps=n_p, decode_steps=n_d,
                         itl_step_tokens=(d_d, p_d), prefill_step_tokens=(d_p, p_p), itl_s=itl,
-                        queue_s=queue, ttft_s=queue + t_prefill, requests_per_s=rate,
+                        queue_s=queue, step_wait_s=wait, ttft_s=queue + wait + t_prefill, requests_per_s=rate,
                         output_tokens_per_s=output_tokens * rate)
 
 

@@ -45,8 +45,9 @@ def test_two_requests_see_each_other_in_proportion_to_their_phases():
     assert sp.itl_step_tokens == pytest.approx((d_d, p_d))
     assert sp.itl_s == pytest.approx(0.010 + 0.001990099 + 0.000990099, rel=1e-6)
     # the prefilling request's step: the other's 100/101 decode token, its own 1000 and the
-    # other's 9.90 prompt tokens
-    assert sp.ttft_s == pytest.approx(0.010 + 0.001 * 100 / 101 + 0.0001 * (1000 + 1000 / 101))
+    # other's 9.90 prompt tokens, after the step in flight when it arrived (one ITL)
+    itl = 0.010 + 0.001990099 + 0.000990099
+    assert sp.ttft_s == pytest.approx(itl + 0.010 + 0.001 * 100 / 101 + 0.0001 * (1000 + 1000 / 101), rel=1e-6)
 
 
 @pytest.mark.parametrize(("concurrency", "max_running"), [(1, None), (8, None), (8, 4), (40, 16)])
@@ -118,3 +119,41 @@ def test_one_request_on_the_model_is_a_decode_step_and_chunked_prefill():
     # ceil(5000 / 2048) = 3 chunks of 5000/3 tokens each
     assert sp.prefill_steps == 3
     assert sp.ttft_s == pytest.approx(3 * step(0, 5000 / 3))
+
+
+def _linear_step(decode_tokens, prefill_tokens):
+    """10 ms per step plus 1 ms per prompt token; decode tokens cost nothing extra."""
+    return 0.01 + 0.001 * prefill_tokens
+
+
+def test_two_clients_wait_for_the_step_in_flight():
+    """Two clients, 100-token prompts, 11 output tokens (n_d = 10), no budget, step = 10 ms + 1 ms
+    per prompt token. By hand (model.md eq. 5.11d): n_p = 1, q = 10/11; a decoding request sees the
+    other's prompt spread over 11 steps, 100/11 tokens: ITL = 0.01 + 0.1/11 = 0.21/11 s; a prefilling
+    request's step carries its 100 tokens and the same 100/11: 1.31/11 s. The closed loop adds the
+    step the engine scheduled just before the request arrived, one ITL: TTFT = 1.52/11 s; a request
+    holds its slot 1.52/11 + 10 x 0.21/11 = 3.62/11 s, so lambda = 2 / (3.62/11) = 22/3.62 per s and
+    11 x 22/3.62 = 242/3.62 output tokens per s."""
+    sp = steady_state(_linear_step, concurrency=2, input_tokens=100, output_tokens=11)
+    assert sp.itl_s == pytest.approx(0.21 / 11)
+    assert sp.step_wait_s == pytest.approx(0.21 / 11)
+    assert sp.ttft_s == pytest.approx(1.52 / 11)
+    assert sp.requests_per_s == pytest.approx(22 / 3.62)
+    assert sp.output_tokens_per_s == pytest.approx(242 / 3.62)
+    assert sp.queue_s == 0.0
+
+
+def test_a_lone_client_finds_the_engine_idle():
+    """One client: nothing else runs, no step is in flight: TTFT = the prefill step, 0.01 + 0.1 s."""
+    sp = steady_state(_linear_step, concurrency=1, input_tokens=100, output_tokens=11)
+    assert sp.step_wait_s == 0.0
+    assert sp.ttft_s == pytest.approx(0.11)
+    assert sp.requests_per_s == pytest.approx(1 / (0.11 + 10 * 0.01))
+
+
+def test_a_third_client_waits_for_a_slot():
+    """Three clients, two slots: the two running are the two-client loop above (lambda = 22/3.62
+    per s); the third waits (3 - 2) / lambda = 3.62/22 s for a slot, then 1.52/11 s as they do."""
+    sp = steady_state(_linear_step, concurrency=3, input_tokens=100, output_tokens=11, max_running=2)
+    assert sp.queue_s == pytest.approx(3.62 / 22)
+    assert sp.ttft_s == pytest.approx(3.62 / 22 + 1.52 / 11)

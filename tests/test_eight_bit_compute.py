@@ -14,7 +14,7 @@ import pytest
 from codesign.kinds.grid.spec import Instance, InstanceFile, load_instance
 from codesign.kinds.mapping.spec import load_mapping
 from codesign.kinds.placement.spec import load_placement
-from codesign.model import mapping, placement
+from codesign.model import mapping_build, placement_build
 from codesign.model.calibration import (
     Calibration,
     CalibrationSet,
@@ -113,13 +113,13 @@ def test_the_3d_mapping_and_placement_models_take_it_too(eight_bit_calibration):
     hw = hardware_table(load_instance("tiny-3d-llama8b", calibration=cal))
     peak = np.asarray(hw.features["peak_flops@fp8"])
     assert np.asarray(hw.features["s_per_flop@fp8"]) == pytest.approx(1.0 / (peak * E8_DEFAULT), rel=1e-12, abs=0)
-    devices = mapping.build_problem(load_mapping("tiny-pf-mapping", calibration=cal)).devices
+    devices = mapping_build.build_problem(load_mapping("tiny-pf-mapping", calibration=cal)).devices
     assert [d.s_per_flop for d in devices] == pytest.approx([1.0 / (1978.9e12 * E8)] * len(devices), rel=1e-12, abs=0)
-    pb = placement.build_problem(load_placement("tiny-placement-mixtral", calibration=cal))
+    pb = placement_build.build_problem(load_placement("tiny-placement-mixtral", calibration=cal))
     assert pb.s_per_flop == pytest.approx(1.0 / (1978.9e12 * E8), rel=1e-12, abs=0)
     # the shipped calibration, as before: the 16-bit efficiency
     h = shipped().for_chip("h100-sxm")
-    pb = placement.build_problem(load_placement("tiny-placement-mixtral"))
+    pb = placement_build.build_problem(load_placement("tiny-placement-mixtral"))
     assert pb.s_per_flop == pytest.approx(1.0 / (1978.9e12 * h.compute_efficiency), rel=1e-12, abs=0)
 
 

@@ -205,7 +205,8 @@ def test_balanced_all_to_all_equals_the_placement_models_dispatch():
     takes the slower link class, the main model adds them)."""
     from codesign.kinds.placement.spec import load_placement, placement_from_data
     from codesign.kinds.registry import named_paths
-    from codesign.model.placement import assess, build_problem
+    from codesign.model.placement import assess
+    from codesign.model.placement_build import build_problem
 
     raw = copy.deepcopy(load_placement(str(named_paths()["tiny-placement-mixtral"])).spec.model_dump(
         mode="json", exclude_none=True))

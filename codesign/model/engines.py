@@ -254,7 +254,12 @@ def instance_rules(inst: Any) -> Rules:
     name = getattr(inst.system, "engine", None)
     if name is None:  # a measurement row's instance carries its own (calibration.engine.ROW_RULES)
         return getattr(inst, "engine_rules", None) or PHYSICS  # (other kinds' instances have none)
-    chips, rules = rules_per_chip(inst, name)
+    return agreed_rules(name, *rules_per_chip(inst, name))
+
+
+def agreed_rules(name: str, chips: list[str], rules: list[Rules]) -> Rules:
+    """The one set of rules engine ``name`` has on ``chips`` (``rules``: its rules on each, as
+    :func:`rules_per_chip` gives them); InputError if they differ between the chips (a tier)."""
     found = set(rules)
     if len(found) > 1:
         raise InputError(f"engine {name!r} has other rules on some of the chips ({', '.join(chips)})",
@@ -272,6 +277,26 @@ def host_us_per_sequence(inst: Any, chip_id: str | None = None, memory_GiB: floa
     if name is None:
         return (getattr(inst, "engine_rules", None) or PHYSICS).host_us_per_sequence
     return rules_of(name, chip_id, memory_GiB).host_us_per_sequence
+
+
+def chip_rules(name: str | None, chips: list[str]) -> Rules:
+    """The rules of engine ``name`` (None: :data:`PHYSICS`) on the catalog ``chips`` an instance
+    of a kind without a ``hardware`` table may use (mapping, placement); InputError if they differ
+    between the chips."""
+    return PHYSICS if name is None else agreed_rules(
+        name, chips, [rules_of(name, c, load_chip(c).memory_capacity_GiB) for c in chips])
+
+
+def executor_excess(rules: Rules, sequences: float) -> str | None:
+    """Why one executor decoding ``sequences`` sequences together (one token each per iteration)
+    is not a batch the engine runs as one, else None: more than its ``max_batch_size``, or more
+    tokens than its ``max_num_tokens`` (the extra iterations of eq. 4.19, which the mapping and
+    placement models do not price)."""
+    if rules.max_batch_size is not None and sequences > rules.max_batch_size:
+        return f"engine {rules.engine!r} runs at most max_batch_size = {rules.max_batch_size} sequences per executor"
+    if rules.max_num_tokens is not None and sequences > rules.max_num_tokens:
+        return f"engine {rules.engine!r} carries at most max_num_tokens = {rules.max_num_tokens} tokens per iteration"
+    return None
 
 
 def allreduce_mode(inst: Any) -> str:

@@ -1,5 +1,5 @@
 """codesign.model.mapping: the pipeline-mapping model's numbers, derived by hand (layer costs,
-decoding state, a stage's time, shared ports and switch, violations, the space's size, the
+the engine's decoding state and KV precision, a stage's time, shared ports and switch, violations, the space's size, the
 paper's bandwidth assumption)."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from codesign import catalog
+from codesign.errors import InputError
 from codesign.kinds.mapping.brute import compositions
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.render import lints
 from codesign.kinds.mapping.spec import mapping_from_data
 from codesign.model.calibration import shipped
-from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping, space_size
+from codesign.model.mapping import MappingDesign, evaluate_mapping, space_size
+from codesign.model.mapping_build import build_problem
 
 GB = 1e9
 
@@ -41,20 +43,67 @@ def test_llama405b_layer_costs_by_hand():
     assert p.layer.act_B == 2 * 32 * per_token / 4 == 46_792_704
 
 
-def test_the_last_stage_holds_the_decoding_state_of_every_sequence(monkeypatch):
-    """model.md eq. 4.14b in the mapping model: the last stage samples for all B = 64 sequences and
-    keeps a decoding slot for each: 4 fp32 rows and 1 int32 row of Llama 3.1's 128,256-entry
-    vocabulary, 64 KiB of top-K scratch and 10 x 4 B x 8,192 tokens = 2,958,336 B per slot."""
-    from codesign.model import mapping
+def engine_problem(engine: str | None, **kw):
+    raw = generate_mapping(**kw)
+    if engine is not None:
+        raw["system"] = {"engine": engine}
+    return build_problem(mapping_from_data(raw))
 
-    kw = dict(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
-    with_state = problem(**kw)
-    monkeypatch.setattr(mapping, "decoder_state_per_slot_B", lambda *a: 0)
-    without = problem(**kw)
+
+SMALL = dict(devices=2, modules=0, layers=4, batch_per_stage=32, context_tokens=8192, weights=("local",), kv=("local",))
+
+
+def test_the_last_stage_holds_a_decoding_state_only_under_an_engine_that_keeps_one():
+    """model.md eq. 4.14b in the mapping model: under trtllm-0.14 the last stage samples for all
+    B = 64 sequences and keeps a decoding slot for each: 4 fp32 rows and 1 int32 row of Llama 3.1's
+    128,256-entry vocabulary, 64 KiB of top-K scratch and 10 x 4 B x 8,192 tokens = 2,958,336 B
+    per slot. No engine (the physics) keeps none: the last stage holds the 16-bit LM head
+    (128,256 x 16,384 x 2 B) and the fp8 final norm (16,384 B) alone."""
+    physics, trtllm = engine_problem(None, **SMALL), engine_problem("trtllm-0.14", **SMALL)
     per_slot = 4 * 128_256 * 4 + 128_256 * 4 + 65_536 + 40 * 8192
     assert per_slot == 2_958_336
-    assert with_state.last_store_B - without.last_store_B == 64 * per_slot
-    assert with_state.first_store_B == without.first_store_B
+    assert physics.last_store_B == 128_256 * 16_384 * 2 + 16_384 == 4_202_708_992
+    assert trtllm.last_store_B - physics.last_store_B == 64 * per_slot == 189_333_504
+    assert trtllm.first_store_B == physics.first_store_B
+    assert trtllm.layer == physics.layer  # fp8 weights: an fp8 KV cache under both
+    # the capacity freed: the same design's last stage holds 64 slots' state less
+    d = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))
+    a, b = evaluate_mapping(trtllm, d), evaluate_mapping(physics, d)
+    assert a.local_used_B[1] - b.local_used_B[1] == 189_333_504
+    assert a.local_used_B[0] == b.local_used_B[0] and a.period_s == b.period_s
+
+
+def test_an_engine_sets_the_kv_cache_precision_the_workload_leaves_out():
+    """vllm caches the KV in the model's 16-bit dtype (BF16, 2 B) for an fp8 checkpoint; the
+    physics in the weights' fp8 (1 B): 64 sequences x 8,192 tokens x 2 x 8 KV heads x 128 per
+    layer. vllm keeps no decoding state. A stated kv_precision wins over both."""
+    physics, vllm = engine_problem(None, **SMALL), engine_problem("vllm", **SMALL)
+    kv_elements = 64 * 8192 * 2 * 8 * 128
+    assert physics.layer.kv_store_B == kv_elements
+    assert vllm.layer.kv_store_B == 2 * kv_elements
+    assert vllm.last_store_B == physics.last_store_B
+    raw = generate_mapping(**SMALL)
+    raw["system"] = {"engine": "vllm"}
+    raw["workload"]["kv_precision"] = "fp8"
+    assert build_problem(mapping_from_data(raw)).layer.kv_store_B == kv_elements
+
+
+def test_an_engine_that_cannot_run_a_micro_batch_is_refused():
+    """vllm runs at most 1,024 sequences per executor on an H100 (80 GiB, at least 70): a stage's
+    micro-batch of 1,025 is refused; 1,024 is built."""
+    engine_problem("vllm", devices=2, modules=0, layers=2, batch_per_stage=1024, weights=("local",), kv=("local",))
+    with pytest.raises(InputError, match="max_batch_size = 1024 sequences per executor") as e:
+        engine_problem("vllm", devices=2, modules=0, layers=2, batch_per_stage=1025, weights=("local",), kv=("local",))
+    assert e.value.key == "workload.batch"
+
+
+def test_an_unknown_engine_is_refused_as_the_grid_refuses_it():
+    raw = generate_mapping(**SMALL)
+    raw["system"] = {"engine": "trtllm-9"}
+    with pytest.raises(InputError, match="unknown engine 'trtllm-9'") as e:
+        mapping_from_data(raw, source="x.toml")
+    assert (e.value.file, e.value.key) == ("x.toml", "system.engine")
+    assert "trtllm-0.14" in e.value.expected
 
 
 def test_period_of_an_all_local_design_by_hand():

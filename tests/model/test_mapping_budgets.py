@@ -10,8 +10,9 @@ import pytest
 from codesign.errors import InputError
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.spec import mapping_from_data
-from codesign.model.mapping import MappingDesign, build_problem, evaluate_mapping
+from codesign.model.mapping import MappingDesign, evaluate_mapping
 from codesign.model.mapping_budgets import parse_mapping_budget
+from codesign.model.mapping_build import build_problem
 
 SMALL = dict(devices=2, modules=0, layers=4, batch_per_stage=32, weights=("local",), kv=("local",))
 DESIGN = MappingDesign((3, 1), ("local",) * 4, ("local",) * 4, ((), ()))

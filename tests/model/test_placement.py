@@ -1,6 +1,6 @@
 """codesign.model.placement: the expert- and TP-group-placement model's pieces, derived by hand
 (routing probabilities, Zipf levels, dispatch and all-reduce times, per-device capacity, expert
-activations, decoding state, the space's size)."""
+activations, the engine's decoding state, the space's size)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from codesign.errors import InputError
 from codesign.kinds.placement.spec import load_placement, placement_from_data
 from codesign.kinds.registry import named_paths
 from codesign.model.calibration import shipped
-from codesign.model.placement import assess, build_problem, pattern_cost, space_size
+from codesign.model.placement import assess, pattern_cost, space_size
+from codesign.model.placement_build import build_problem
 from codesign.model.routing import routing_probabilities, zipf_weights
 from codesign.model.workload import expected_experts_touched, load_workload
 
@@ -26,20 +27,47 @@ def tiny_raw() -> dict:
     return copy.deepcopy(load_placement(TINY).spec.model_dump(mode="json", exclude_none=True))
 
 
-def test_every_rank_holds_its_groups_decoding_state(monkeypatch):
-    """model.md eq. 4.14b in the placement model: the tiny instance's 256 Mixtral sequences over two
-    TP-2 groups put 128 slots on each rank, each slot 4 fp32 rows of the 32,000-entry vocabulary
-    (padded to a multiple of TP 2: itself), 1 int32 row, 64 KiB of top-K scratch and 10 x 4 B x
-    2,048 tokens = 787,456 B."""
-    from codesign.model import placement
+def with_engine(engine: str | None) -> dict:
+    raw = tiny_raw()
+    raw.pop("system", None)
+    if engine is not None:
+        raw["system"] = {"engine": engine}
+    return raw
 
-    with_state = build_problem(placement_from_data(tiny_raw()))
-    monkeypatch.setattr(placement, "decoder_state_per_slot_B", lambda *a: 0)
-    without = build_problem(placement_from_data(tiny_raw()))
+
+def test_every_rank_holds_its_groups_decoding_state_only_under_an_engine_that_keeps_one():
+    """model.md eq. 4.14b in the placement model: under trtllm-1.x-all-to-all (TensorRT-LLM's
+    decoding state, the EP all-to-all) the tiny instance's 256 Mixtral sequences over two TP-2
+    groups put 128 slots on each rank, each slot 4 fp32 rows of the 32,000-entry vocabulary (padded
+    to a multiple of TP 2: itself), 1 int32 row, 64 KiB of top-K scratch and 10 x 4 B x 2,048
+    tokens = 787,456 B. No engine (the physics) keeps none."""
+    physics = build_problem(placement_from_data(with_engine(None)))
+    trtllm = build_problem(placement_from_data(with_engine("trtllm-1.x-all-to-all")))
     per_slot = 4 * 32_000 * 4 + 32_000 * 4 + 65_536 + 40 * 2048
     assert per_slot == 787_456
-    assert with_state.fixed_store_B - without.fixed_store_B == 128 * per_slot
+    assert trtllm.fixed_store_B - physics.fixed_store_B == 128 * per_slot == 100_794_368
+    assert trtllm.fixed_time_s == physics.fixed_time_s  # fp8 weights: an fp8 KV cache under both
 
+
+def test_an_engine_that_gathers_the_tokens_or_cannot_run_a_groups_batch_is_refused():
+    """trtllm-0.14 dispatches MoE tokens by gather (every rank gets every token), which the
+    placement model, built on the all-to-all (P5), does not price; vllm runs at most 1,024
+    sequences per executor on an H100: a TP group of 2,048 (4,096 over two groups) is refused."""
+    with pytest.raises(InputError, match="gathers every token") as e:
+        build_problem(placement_from_data(with_engine("trtllm-0.14")))
+    assert e.value.key == "system.engine"
+    raw = with_engine("vllm")
+    raw["workload"]["batch"] = 4096
+    with pytest.raises(InputError, match="max_batch_size = 1024 sequences per executor"):
+        build_problem(placement_from_data(raw))
+    raw["workload"]["batch"] = 2048
+    assert build_problem(placement_from_data(raw)).batch == 2048
+
+
+def test_an_unknown_engine_is_refused_as_the_grid_refuses_it():
+    with pytest.raises(InputError, match="unknown engine 'trtllm-9'") as e:
+        placement_from_data(with_engine("trtllm-9"), source="x.toml")
+    assert (e.value.file, e.value.key) == ("x.toml", "system.engine")
 
 
 def test_routing_probabilities_cap_and_sum():

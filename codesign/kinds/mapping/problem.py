@@ -24,13 +24,13 @@ from codesign.kinds.mapping.spec import load_mapping, mapping_from_data
 from codesign.model.mapping import (
     MappingDesign,
     MappingProblem,
-    build_problem,
     evaluate_mapping,
     parse_mapping_design,
     space_size,
     structural_violations,
 )
 from codesign.model.mapping_budgets import MAPPING_BUDGET_METRICS, parse_mapping_budget
+from codesign.model.mapping_build import build_problem
 from codesign.model.units import GiB
 
 #: the structural violations that make a design not one of the space (the rest make it infeasible)

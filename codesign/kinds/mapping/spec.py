@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +24,7 @@ from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.mapping_budgets import parse_mapping_budget
+from codesign.model.mapping_build import engine_rules
 from codesign.model.units import Precision
 from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
@@ -150,6 +152,11 @@ class ObjectivePart(Strict):
     metric: Objective = "tokens_per_s"
 
 
+class SystemPart(Strict):
+    #: serving-engine profile (catalog engines/, codesign.model.engines); None: the physics alone
+    engine: str | None = None
+
+
 class MappingFile(Strict):
     name: InstanceName
     kind: Literal["mapping"]
@@ -161,6 +168,7 @@ class MappingFile(Strict):
     tiers: TiersPart = Field(default_factory=TiersPart)
     budgets: BudgetsPart = Field(default_factory=BudgetsPart)
     objective: ObjectivePart = Field(default_factory=ObjectivePart)
+    system: SystemPart = Field(default_factory=SystemPart)
     #: a feasible design to compare with (same format as a design file)
     baseline: dict[str, Any] | None = None
 
@@ -248,6 +256,16 @@ def mapping_from_data(raw: dict[str, Any], *, source: Path | str | None = None,
     return MappingInstance(spec, Path(source) if source else None, raw, shipped() if calibration is None else calibration)
 
 
+def check_engine(source: Path | str | None, rules: Callable[[], Any]) -> None:
+    """``system.engine`` names a profile whose rules agree on the instance's chips (``rules``
+    reads them), else InputError naming the file."""
+    try:
+        rules()
+    except InputError as exc:
+        raise InputError(exc.message, file=source, key="system.engine", value=exc.value, expected=exc.expected,
+                         suggestion=exc.suggestion) from None
+
+
 def _check_references(spec: MappingFile, source: Path | str | None) -> None:
     try:
         w = load_workload(spec.workload.workload)
@@ -273,6 +291,7 @@ def _check_references(spec: MappingFile, source: Path | str | None) -> None:
         raise InputError(
             f"the model has {w.num_layers} layers", file=source, key="workload.layers", value=spec.workload.layers, expected=f"<= {w.num_layers}"
         )
+    check_engine(source, lambda: engine_rules(spec))
     num_layers = spec.workload.layers or w.num_layers
     stages = sum(g.count for g in spec.devices)
     if stages > num_layers:

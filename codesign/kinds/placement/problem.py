@@ -19,12 +19,12 @@ from codesign.kinds.placement.formulation import build_placement
 from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
 from codesign.model.placement import (
     PlacementDesign,
-    build_problem,
     evaluate_placement,
     parse_placement_design,
     space_size,
     structural_violations,
 )
+from codesign.model.placement_build import build_problem
 from codesign.model.units import GiB
 
 

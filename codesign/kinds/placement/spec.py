@@ -24,10 +24,13 @@ from codesign.kinds.mapping.spec import (
     MAX_CAPACITY_GiB,
     MIN_BANDWIDTH_GBps,
     MIN_CAPACITY_GiB,
+    SystemPart,
+    check_engine,
     family_path,
     list_mapping_instances,
 )
 from codesign.model.calibration import CalibrationSet, shipped
+from codesign.model.engines import chip_rules
 from codesign.model.routing import zipf_weights
 from codesign.model.units import Precision
 from codesign.model.workload import load_workload
@@ -112,6 +115,7 @@ class PlacementFile(Strict):
     network: NetworkPart = Field(default_factory=NetworkPart)
     budgets: BudgetsPart = Field(default_factory=BudgetsPart)
     objective: ObjectivePart = Field(default_factory=ObjectivePart)
+    system: SystemPart = Field(default_factory=SystemPart)
     baseline: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -177,6 +181,7 @@ def _check_references(spec: PlacementFile, source: Path | str | None) -> None:
     chips = catalog.list_ids("chips")
     if spec.devices.chip not in chips:
         raise InputError(f"unknown chip {spec.devices.chip!r}", file=source, key="devices.chip", value=spec.devices.chip, suggestion=did_you_mean(spec.devices.chip, chips))
+    check_engine(source, lambda: chip_rules(spec.system.engine, [spec.devices.chip]))
     t = spec.devices.tp
     if w.num_attention_heads % t:
         raise InputError(f"tp = {t} must divide the {w.num_attention_heads} attention heads", file=source, key="devices.tp", value=t)

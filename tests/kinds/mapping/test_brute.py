@@ -8,7 +8,8 @@ import pytest
 from codesign.kinds.mapping.brute import brute_force_mapping, compositions
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.spec import mapping_from_data
-from codesign.model.mapping import build_problem, evaluate_mapping, space_size
+from codesign.model.mapping import evaluate_mapping, space_size
+from codesign.model.mapping_build import build_problem
 
 #: one module for three devices, at most two of them attached
 SHARED = dict(devices=3, modules=1, layers=5, ports=1, batch_per_stage=32, weights=("local", "pool"), kv=("local", "pool"),

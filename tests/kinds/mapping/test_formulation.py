@@ -10,7 +10,8 @@ from codesign.kinds.mapping.brute import brute_force_mapping
 from codesign.kinds.mapping.formulation import build_mapping, greedy_design, time_cap_s
 from codesign.kinds.mapping.generate import generate_mapping
 from codesign.kinds.mapping.spec import mapping_from_data
-from codesign.model.mapping import build_problem, evaluate_mapping
+from codesign.model.mapping import evaluate_mapping
+from codesign.model.mapping_build import build_problem
 from codesign.proof.tolerances import OBJECTIVE_RTOL
 
 

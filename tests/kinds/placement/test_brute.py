@@ -10,7 +10,8 @@ import pytest
 from codesign.kinds.placement.brute import brute_force_placement
 from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
 from codesign.kinds.registry import named_paths
-from codesign.model.placement import PlacementDesign, build_problem, evaluate_placement
+from codesign.model.placement import PlacementDesign, evaluate_placement
+from codesign.model.placement_build import build_problem
 
 
 def test_the_points_are_placements_times_partitions():

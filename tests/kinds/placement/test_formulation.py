@@ -11,7 +11,8 @@ from codesign.backends import solve as backend
 from codesign.kinds.placement.formulation import build_placement, to_user
 from codesign.kinds.placement.spec import load_placement, placement_from_data
 from codesign.kinds.registry import named_paths
-from codesign.model.placement import build_problem, evaluate_placement
+from codesign.model.placement import evaluate_placement
+from codesign.model.placement_build import build_problem
 from codesign.proof.tolerances import OBJECTIVE_RTOL
 
 TINY = str(named_paths()["tiny-placement-mixtral"])

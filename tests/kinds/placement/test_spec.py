@@ -12,7 +12,8 @@ import pytest
 from codesign.errors import InputError
 from codesign.kinds.placement.spec import generate_placement, load_placement, placement_from_data
 from codesign.kinds.registry import named_paths
-from codesign.model.placement import build_problem, space_size
+from codesign.model.placement import space_size
+from codesign.model.placement_build import build_problem
 from codesign.model.routing import zipf_weights
 
 TINY = str(named_paths()["tiny-placement-mixtral"])

@@ -43,7 +43,7 @@ from codesign.proof.driver import solve
 BASE = "small-3d-llama8b"
 
 
-def _steps(lo: float, hi: float, step: float, nd: int = 4) -> list[float]:
+def _steps(lo: float, hi: float, step: float, nd: int = 8) -> list[float]:
     n = round((hi - lo) / step)
     return [round(lo + i * step, nd) for i in range(n + 1)]
 
@@ -63,6 +63,20 @@ GRIDS: dict[str, dict[str, list]] = {
     "1e12": {"dram_layers": list(range(1, 17)), "tsv_count": list(range(256, 131073, 256)),
              "tsv_pitch_um": _steps(9, 40, 0.5), "compute_area_mm2": _steps(40, 440, 0.5),
              "clock_GHz": _steps(0.8, 2.2, 0.025), "sram_MiB": _steps(0.125, 4.0, 0.125)},
+    # the same ranges, finer steps (each grid holds the one before it; the resolutions go far past
+    # anything physical: they measure how the box search scales with the grid, not design sense)
+    "1e14": {"dram_layers": list(range(1, 17)), "tsv_count": list(range(256, 131073, 32)),
+             "tsv_pitch_um": _steps(9, 40, 0.25), "compute_area_mm2": _steps(40, 440, 0.25),
+             "clock_GHz": _steps(0.8, 2.2, 0.0125), "sram_MiB": _steps(0.125, 4.0, 0.0625)},
+    "1e16": {"dram_layers": list(range(1, 17)), "tsv_count": list(range(256, 131073, 8)),
+             "tsv_pitch_um": _steps(9, 40, 0.125), "compute_area_mm2": _steps(40, 440, 0.0625),
+             "clock_GHz": _steps(0.8, 2.2, 0.00625), "sram_MiB": _steps(0.125, 4.0, 0.03125)},
+    "1e18": {"dram_layers": list(range(1, 17)), "tsv_count": list(range(256, 131073, 1)),
+             "tsv_pitch_um": _steps(9, 40, 0.0625), "compute_area_mm2": _steps(40, 440, 0.03125),
+             "clock_GHz": _steps(0.8, 2.2, 0.003125), "sram_MiB": _steps(0.125, 4.0, 0.015625)},
+    "1e20": {"dram_layers": list(range(1, 17)), "tsv_count": list(range(256, 131073, 1)),
+             "tsv_pitch_um": _steps(9, 40, 0.03125), "compute_area_mm2": _steps(40, 440, 0.0078125),
+             "clock_GHz": _steps(0.8, 2.2, 0.00078125), "sram_MiB": _steps(0.125, 4.0, 0.0078125)},
 }
 
 

@@ -10,13 +10,18 @@ which is exact when the box is one design. Because every schedule coefficient a(
 (:class:`_Form`, the same sums as the model's) on the ``lo`` columns give, per schedule,
 a lower bound of the objective and of each constraint's left side over the box; a schedule whose
 lower left side exceeds the upper right side (by ``PRUNE_RTOL``) is infeasible on the whole box.
-The box's bound is Σ_w weight_w × min over its still-possible schedules.
+The box's bound is Σ_w weight_w × min over its still-possible schedules. Before the forms are
+evaluated, the bandwidth cap (:mod:`codesign.kinds.grid.boxes_bound`) raises the time per local
+byte to what the box's thermal and power budgets allow (the one coupling of objective and
+budgets the intervals miss that matters on the benchmark grids).
 
 Best-first search, a batch of the boxes with the least bound per round. Each box is *shaved*
-(:func:`_shave`): both halves of every knob's range are bounded; a half whose bound is no better
+(:func:`_shave`): every knob's range is cut into sections (single values on knobs with at most
+``SECTIONS`` values left, else halves) and each is bounded; a section whose bound is no better
 than the incumbent (by ``CONFIRM_RTOL``) or that is infeasible is cut, the box shrinks to what is
-left, and it is then split along the knob whose worse half has the largest bound (branching
-"strong"; "widest" splits the knob with most values left, without shaving). Every new box's middle
+left, its bound becomes the largest over the knobs of their least section bound, and it is then
+split along the knob whose worse child has the largest bound (branching "strong"; "widest"
+splits the knob with most values left, without shaving). Every new box's middle
 design is evaluated with the model (:func:`codesign.kinds.grid.space.hardware_values`): the
 incumbent is always a design the model verified. Single-design boxes are evaluated and closed.
 When no box is left, the incumbent is optimal up to CONFIRM_RTOL (no design is better by more
@@ -59,35 +64,12 @@ BATCH = 1024
 #: sections each knob of a box is cut into and bounded separately when the box is shaved (2:
 #: halves, the bound before issue 29's coupling work; more: single values on narrow knobs)
 SECTIONS = 8
+#: the box bounds: "coupled" (sectioned shaving and the bandwidth cap of boxes_bound), "interval"
+#: (halves and column intervals only: the search before issue 29's coupling work, for A/B runs)
+BOUNDS = {"coupled": {"sections": SECTIONS, "coupled": True}, "interval": {"sections": 2, "coupled": False}}
 #: how the knob to split is chosen: "widest" (most values left), "strong" (the split whose smaller
 #: child bound is largest, every knob tried)
 BRANCHING = ("strong", "widest")
-
-
-class _Extremes:
-    """Least and largest value of a table over index ranges [lo, hi] (sparse tables, O(1) a query)."""
-
-    def __init__(self, f: np.ndarray):
-        n = len(f)
-        mins, maxs = [f], [f]
-        j = 1
-        while (1 << j) <= n:
-            h = 1 << (j - 1)
-            mins.append(np.minimum(mins[-1][:-h], mins[-1][h:]))
-            maxs.append(np.maximum(maxs[-1][:-h], maxs[-1][h:]))
-            j += 1
-        self.log = np.zeros(n + 1, dtype=np.int64)
-        self.log[2:] = np.floor(np.log2(np.arange(2, n + 1))).astype(np.int64)
-        self.mins = np.full((len(mins), n), np.nan)
-        self.maxs = np.full((len(maxs), n), np.nan)
-        for j, (a, b) in enumerate(zip(mins, maxs, strict=True)):
-            self.mins[j, : len(a)] = a
-            self.maxs[j, : len(b)] = b
-
-    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        j = self.log[hi - lo + 1]
-        r = hi - (1 << j) + 1
-        return np.minimum(self.mins[j, lo], self.mins[j, r]), np.maximum(self.maxs[j, lo], self.maxs[j, r])
 
 
 @dataclass
@@ -100,7 +82,7 @@ class Bounder:
     cons: list
     knobs: list[str] = field(default_factory=list)
     names: set[str] = field(default_factory=set)  # hardware columns the forms and constraints read
-    _ext: dict[int, _Extremes] = field(default_factory=dict)
+    _ext: dict[int, bb.Extremes] = field(default_factory=dict)
     _keep: list = field(default_factory=list)
     _seen: dict[int, tuple] = field(default_factory=dict)  # range extremes of the current batch
     _sliced: tuple | None = None  # (parent, parent lo, parent hi, rows narrowed on each knob)
@@ -135,7 +117,7 @@ class Bounder:
         if e is None:
             if (f < 0).any() or not np.isfinite(f).all():
                 raise fc.Unsupported("a per-knob table with negative or infinite values")
-            e = self._ext[id(f)] = _Extremes(f)
+            e = self._ext[id(f)] = bb.Extremes(f)
             self._keep.append(f)  # (ids stay unique while the table lives)
         if self._sliced is None:
             got = e.query(lo[:, k], hi[:, k])
@@ -349,6 +331,7 @@ class BoxResult:
     seconds: float
     pruned_values: int  # knob values the domain presolve removed
     trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, incumbent, bound)
+    capped: bool = False  # the bandwidth cap (boxes_bound) was part of the bound
     left: tuple | None = None  # (lo, hi, bound) of the boxes left open (value indices)
 
 
@@ -365,7 +348,9 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
            coupled: bool = True) -> BoxResult:
     """Best-first box branch-and-bound (module docstring). ``rtol``: a box is dropped when its
     bound is at least incumbent × (1 − rtol); ``start``: designs evaluated first (each must use
-    knob values the presolve keeps); ``radius``: the local search's pair moves (0: none)."""
+    knob values the presolve keeps); ``radius``: the local search's pair moves (0: none);
+    ``sections``/``wide``: how shaving cuts narrow/wide knobs (:func:`_shave`); ``coupled``: add
+    the bandwidth cap (:mod:`codesign.kinds.grid.boxes_bound`) where the model confirms it."""
     if branching not in BRANCHING:
         raise ValueError(f"branching {branching!r}: one of {BRANCHING}")
     t0 = time.perf_counter()
@@ -466,7 +451,7 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     complete = not len(bnd)
     bound = best_val if complete else float(min(bnd.min(), best_val))
     return BoxResult(best_design, best_val, bound, complete, boxes, evaluated, rounds, len(bnd), peak,
-                     time.perf_counter() - t0, pruned, trace, (lo, hi, bnd))
+                     time.perf_counter() - t0, pruned, trace, capped=b.cap is not None, left=(lo, hi, bnd))
 
 
 def _neighbours(at: np.ndarray, sizes: np.ndarray, radius: int) -> np.ndarray:
@@ -567,15 +552,17 @@ def _shave(b: Bounder, lo, hi, bnd, cut: float, sections: int = 2, wide: int = 2
             np.concatenate([b1, b2, box[whole]]), int(full.sum()))
 
 
-def solve(problem: Any, *, time_limit: float | None = None, branching: str = "strong") -> Any:
+def solve(problem: Any, *, time_limit: float | None = None, branching: str = "strong", bound: str = "coupled") -> Any:
     """The box search on a grid problem (:class:`codesign.kinds.grid.problem.Grid`) as the solve
     record the driver writes (:func:`codesign.proof.records.solution`): status ``optimal`` only when
     no box is left (the bound is then the incumbent's value: no design is better by more than
     CONFIRM_RTOL), else the least open bound. The best design is re-assessed with the model, which
-    must agree with the search's value (else a ModelError)."""
+    must agree with the search's value (else a ModelError). ``bound``: one of :data:`BOUNDS`."""
+    if bound not in BOUNDS:
+        raise ValueError(f"bound {bound!r}: one of {tuple(BOUNDS)}")
     t0 = time.perf_counter()
     try:
-        r = search(problem.inst, time_limit=time_limit, branching=branching)
+        r = search(problem.inst, time_limit=time_limit, branching=branching, **BOUNDS[bound])
     except fc.Unsupported as exc:
         raise InputError(f"the box search cannot solve {problem.name}: {exc}", key="--formulation", value="boxes",
                          suggestion="use --formulation factored or enumerated") from None
@@ -599,9 +586,9 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
     bound = best.objective if r.complete and best is not None else (None if best is None else user(r.bound))
     termination = ("every box closed: " + ("the incumbent is optimal" if best else "no feasible design")
                    if r.complete else f"time limit: {r.open_boxes} boxes open")
-    stats = {"formulation": "boxes", "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
+    stats = {"formulation": "boxes", "bound": bound, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
              "model_evaluations": r.evaluated, "rounds": r.rounds, "peak_open_boxes": r.peak_open,
-             "pruned_values": r.pruned_values}
+             "pruned_values": r.pruned_values, "bandwidth_cap": r.capped}
     proof = {"internal_objective": None if best is None else r.internal, "internal_bound": r.bound,
              "open_boxes": r.open_boxes, "prune_rtol": rtol_note()}
     return records.solution(problem, solver="boxes", status=status, best=best, bound=bound, termination=termination,

@@ -37,6 +37,32 @@ SHARED = ("s_per_B_local", "s_per_B_local_ovl", "s_per_B_local_seq")
 IDENTITY_RTOL = 1e-9
 
 
+class Extremes:
+    """Least and largest value of a table over index ranges [lo, hi] (sparse tables, O(1) a query)."""
+
+    def __init__(self, f: np.ndarray):
+        n = len(f)
+        mins, maxs = [f], [f]
+        j = 1
+        while (1 << j) <= n:
+            h = 1 << (j - 1)
+            mins.append(np.minimum(mins[-1][:-h], mins[-1][h:]))
+            maxs.append(np.maximum(maxs[-1][:-h], maxs[-1][h:]))
+            j += 1
+        self.log = np.zeros(n + 1, dtype=np.int64)
+        self.log[2:] = np.floor(np.log2(np.arange(2, n + 1))).astype(np.int64)
+        self.mins = np.full((len(mins), n), np.nan)
+        self.maxs = np.full((len(maxs), n), np.nan)
+        for j, (a, b) in enumerate(zip(mins, maxs, strict=True)):
+            self.mins[j, : len(a)] = a
+            self.maxs[j, : len(b)] = b
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        j = self.log[hi - lo + 1]
+        r = hi - (1 << j) + 1
+        return np.minimum(self.mins[j, lo], self.mins[j, r]), np.maximum(self.maxs[j, lo], self.maxs[j, r])
+
+
 @dataclass
 class BandwidthCap:
     rest: list[fc.Term]  # power_W's terms outside its min group (compute, leakage, refresh, I/O)

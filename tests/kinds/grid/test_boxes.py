@@ -9,6 +9,7 @@ import pytest
 
 from codesign.errors import InputError
 from codesign.kinds.grid import boxes
+from codesign.kinds.grid import boxes_bound as bb
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.problem import Grid
 from codesign.kinds.grid.space import Tables, brute_force, hardware_values
@@ -28,7 +29,7 @@ def _same(a: float, b: float) -> bool:
 def test_range_extremes_are_the_least_and_largest_value_of_each_range():
     rng = np.random.default_rng(0)
     f = rng.random(37)
-    ext = boxes._Extremes(f)
+    ext = bb.Extremes(f)
     lo = rng.integers(0, 37, 500)
     hi = np.minimum(lo + rng.integers(0, 37, 500), 36)
     mn, mx = ext.query(lo, hi)

@@ -43,7 +43,7 @@ class Enumeration:
 
     best: Assessment | None
     points: int
-    feasible_points: int
+    feasible_points: int | None
     complete: bool
     seconds: float
 

@@ -182,7 +182,8 @@ class BruteForce:
 
     best: Assessment | None
     points: int
-    feasible_points: int
+    #: feasible points of the space (None: the kind's enumeration does not count them)
+    feasible_points: int | None
     #: every point was enumerated (False: a deadline stopped it; ``best`` is the best of the part done)
     complete: bool = True
 

@@ -146,7 +146,9 @@ class Grid(InstanceProblem):
     def brute_force(self, *, deadline: float | None = None) -> BruteForce:
         r = brute_force(self.inst, deadline=deadline)
         best = None if r.design is None else self.assess(r.design)
-        return BruteForce(best, r.points, r.optimal_count, r.complete)
+        # the grid's enumeration keeps each hardware design's best schedule and prunes by the
+        # incumbent, so it does not count feasible points (optimal_count counts the tied optima)
+        return BruteForce(best, r.points, None, r.complete)
 
     # --- views -------------------------------------------------------------------------------
     def lints(self) -> list[Lint]:

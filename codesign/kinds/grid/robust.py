@@ -171,7 +171,7 @@ class RobustGrid(Grid):
             return BruteForce(None, self.space_size(), 0, complete)
         h = int(np.argmin(sigma))
         design = design_of(self.inst, tables, h, {w: int(args[w][h]) for w in args})
-        return BruteForce(self.assess(design), self.space_size(), int(np.isfinite(sigma).sum()), complete)
+        return BruteForce(self.assess(design), self.space_size(), None, complete)  # (feasible points not counted)
 
 
 def build_robust(inst, optima: dict[str, float], *, integer_grid: bool = False, decompose: bool = True) -> Compiled:

@@ -87,6 +87,7 @@ class Bounder:
     _seen: dict[int, tuple] = field(default_factory=dict)  # range extremes of the current batch
     _sliced: tuple | None = None  # (parent, parent lo, parent hi, rows narrowed on each knob)
     cap: bb.BandwidthCap | None = None  # the coupled bound (boxes_bound); None: intervals only
+    budgets: bb.Budgets | None = None  # knob-range tightening before shaving (boxes_bound)
 
     def __post_init__(self) -> None:
         self.knobs = list(self.cols.knobs)
@@ -370,6 +371,7 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     cols = fc.restrict(full, keep)
     b = Bounder(inst, cols, scheds, cons)
     b.cap = bb.bandwidth_cap(inst, cols, cons) if coupled else None
+    b.budgets = bb.budgets(cols, cons) if coupled else None
     fc.verify_columns(inst, full, b.names - {"one"})
     domains = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
     sizes = np.array([len(kept[k]) for k in b.knobs])
@@ -502,7 +504,12 @@ def _shave(b: Bounder, lo, hi, bnd, cut: float, sections: int = 2, wide: int = 2
     opposite ends (formulations/factored.md §6). The shrunk box is split along the knob, among
     those not shrunk, whose worse child (a split at the middle section boundary) has the largest
     bound (ties to the widest); each child's bound is the larger of the box's and the least of
-    its sections'. A box with no such knob is returned whole."""
+    its sections'. A box with no such knob is returned whole. With ``b.budgets``, each box's knob
+    ranges are first tightened to what its hardware budgets allow."""
+    if b.budgets is not None:
+        lo, hi = b.budgets.tighten(b, lo, hi, PRUNE_RTOL)
+        ok = (lo <= hi).all(axis=1)
+        lo, hi, bnd = lo[ok], hi[ok], bnd[ok]
     n, k = lo.shape
     width = hi - lo + 1
     parts = np.where(width <= sections, width, wide)  # (n, k) sections of each knob

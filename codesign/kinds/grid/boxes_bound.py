@@ -138,3 +138,76 @@ def _confirmed(inst: Instance, cols: fc.Columns, cap: BandwidthCap, samples: int
         return False
     return all(bool((t.column(name) * bw >= per * (1 - IDENTITY_RTOL)).all()) for name, per in cap.per_B.items()
                if per > 0)
+
+
+@dataclass
+class Budgets:
+    """Feasibility-based bound tightening of a box's knob ranges from the hardware-only budgets
+    whose left side is one column that is a sum of terms (area_mm2, power_W, temperature_C; a
+    max/min group counts at its lower end): every term t and knob k of t must satisfy
+    coef_t·f_k(x)·Π_{j≠k} min f_j·(footprint^p at its least) <= R − Σ_{t'≠t} lower end of t',
+    so the values x of knob k whose table exceeds that hold no feasible design; for a table
+    monotone over the knob's domain they are a prefix or suffix of the range, which is cut."""
+
+    rows: list[tuple[fc.Col, float, float]]  # (column, coefficient, right side)
+    rising: dict[int, int]  # id(table) -> +1 nondecreasing, -1 nonincreasing (others: not used)
+
+    def tighten(self, b, lo: np.ndarray, hi: np.ndarray, slack: float, passes: int = 2):
+        """The boxes shrunk (copies; a box with lo > hi on a knob has no feasible design)."""
+        lo, hi = lo.copy(), hi.copy()
+        for _ in range(passes):
+            for col, coef, rhs in self.rows:
+                b._seen = {}
+                fp = b._sum(b.cols.footprint, lo, hi, (None, None))
+                ends = [b._term(t, lo, hi, fp)[0] for t in col.base]
+                total = sum(ends, np.zeros(len(lo)))
+                for kind, branches in col.groups:
+                    sums = np.array([b._sum(br, lo, hi, fp)[0] for br in branches])
+                    total = total + (sums.max(axis=0) if kind == "max" else sums.min(axis=0))
+                room = (rhs + slack * abs(rhs)) / coef
+                for t, end in zip(col.base, ends, strict=True):
+                    if t.coef <= 0 or t.fp < 0:
+                        continue
+                    for knob, f in t.factors.items():
+                        sign = self.rising.get(id(f))
+                        if sign is None:
+                            continue
+                        k = b.knobs.index(knob)
+                        rest = np.full(len(lo), t.coef) * (fp[0] if t.fp == 1 else 1.0)
+                        for other, g in t.factors.items():
+                            if other != knob:
+                                rest = rest * b._range(g, b.knobs.index(other), lo, hi)[0]
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            cap = np.where(rest > 0, (room - (total - end)) / rest, np.inf)
+                        cap = np.where(np.isnan(cap), np.inf, cap)
+                        if sign > 0:
+                            hi[:, k] = np.minimum(hi[:, k], np.searchsorted(f, cap, side="right") - 1)
+                        else:
+                            lo[:, k] = np.maximum(lo[:, k], np.searchsorted(-f, -cap, side="left"))
+        b._seen = {}
+        return lo, hi
+
+
+def budgets(cols: fc.Columns, cons: list) -> Budgets | None:
+    """The :class:`Budgets` of the hardware-only budgets on one column with a constant right
+    side, or None when there is none."""
+    rows = []
+    for c in cons:
+        if c.workload is None and len(c.lhs) == 1 and c.lhs[0][0] > 0:
+            coef, form = c.lhs[0]
+            names = [p.hw for p in form.products]
+            if len(names) != 1 or form.maxes or "*" in names[0] or names[0] not in cols.cols:
+                continue
+            extra = 0.0 if not c.rhs_hw else (cols.cols[c.rhs_hw].constant if c.rhs_hw in cols.cols else None)
+            if extra is not None:
+                rows.append((cols.cols[names[0]], float(coef), float(c.rhs) + float(extra)))
+    rising = {}
+    for col, _, _ in rows:
+        for t in col.base:
+            for f in t.factors.values():
+                d = np.diff(f)
+                if (d >= 0).all():
+                    rising[id(f)] = 1
+                elif (d <= 0).all():
+                    rising[id(f)] = -1
+    return Budgets(rows, rising) if rows else None

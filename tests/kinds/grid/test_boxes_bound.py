@@ -183,3 +183,42 @@ def test_random_budget_bound_instances_agree_with_brute_force(seed, bound):
     assert sol.mip["bandwidth_cap"] == (bound == "coupled")
     assert sol.status == "optimal" and sol.gap == 0.0
     assert abs(sol.objective - bf.objective) <= AGREEMENT_RTOL * abs(bf.objective)
+
+
+@pytest.mark.parametrize("ambient_C,power_W", [(45.0, None), (65.0, None), (50.0, 90.0)])
+def test_budget_tightening_removes_only_designs_the_model_calls_infeasible(ambient_C, power_W):
+    inst = _variant(ambient_C=ambient_C, power_W=power_W, hardware=FINE)
+    b, scheds, cons = _bounder(inst)
+    b.budgets = bb.budgets(b.cols, cons)
+    assert sorted(len(r[0].base) for r in b.budgets.rows)  # area, temperature (and power) rows
+    lo, hi = _random_boxes(b, 60, seed=7)
+    hi = np.minimum(hi + 3, np.array([len(b.cols.knobs[k]) for k in b.knobs]) - 1)
+    tlo, thi = b.budgets.tighten(b, lo, hi, boxes.PRUNE_RTOL)
+    assert (tlo >= lo).all() and (thi <= hi).all()
+    cut = 0
+    for i in range(len(lo)):
+        d = _designs(lo[i], hi[i])
+        out = ~((d >= tlo[i]) & (d <= thi[i])).all(axis=1)
+        cut += int(out.sum())
+        assert not np.isfinite(_values(inst, b, scheds, cons, d[out])).any()
+    assert cut > 0  # (the test would prove nothing if nothing were cut)
+
+
+def test_the_area_budget_caps_compute_area_at_what_the_rest_of_the_footprint_leaves():
+    """One design's footprint is compute + SRAM/density + TSV count × TSV area + fixed logic;
+    with every other knob at one value, the largest compute area kept is the last grid value
+    <= 250 mm² − (footprint − compute area) (the area budget of small-3d-llama8b)."""
+    inst = _variant(hardware=FINE)
+    b, _, cons = _bounder(inst)
+    every = bb.budgets(b.cols, cons)
+    b.budgets = bb.Budgets([r for r in every.rows if r[0] is b.cols.cols["area_mm2"]], every.rising)
+    assert len(b.budgets.rows) == 1
+    area = np.asarray(b.cols.knobs["compute_area_mm2"])
+    k = b.knobs.index("compute_area_mm2")
+    lo = np.array([[0, 7, 3, 0, 0, 4]])  # 1 layer, 32,768 TSVs at 20 um, 4 MiB SRAM, 0.8 GHz
+    hi = lo.copy()
+    hi[0, k] = len(area) - 1
+    t = hardware_table(inst, {n: np.asarray(b.cols.knobs[n])[lo[0, j]][None] for j, n in enumerate(b.knobs)})
+    rest = float(t.column("area_mm2")[0]) - area[0]
+    _, thi = b.budgets.tighten(b, lo, hi, boxes.PRUNE_RTOL)
+    assert area[thi[0, k]] == area[area <= 250.0 - rest].max()

@@ -7,7 +7,8 @@ runs in its own process, so its peak memory (``resource.getrusage(RUSAGE_SELF).r
 own: build time (``Problem.formulate``), the MIP's size, and the proof driver's solve
 (:func:`codesign.proof.driver.solve`, HiGHS, ``--time-limit``) with status, objective and gap;
 ``boxes`` is the box branch-and-bound of :mod:`codesign.kinds.grid.boxes` (no MIP: its counters
-instead of the MIP's size).
+instead of the MIP's size); ``boxes-interval`` the same search with the interval bound alone
+(halves, no bandwidth cap or budget tightening), run right after it for an A/B on the same load.
 The enumerated formulation is skipped (with the reason) where its hardware table would exceed
 ``--max-enumerated`` designs (7.2 M designs took 5.7 GB in issue 29's measurement).
 
@@ -15,6 +16,8 @@ The enumerated formulation is skipped (with the reason) where its hardware table
     python benchmarks/factored.py --time-limit 60 --grids 1e4,1e6
     python benchmarks/factored.py --solver cpsat --out benchmarks/results/factored_cpsat.json
     python benchmarks/factored.py --formulations boxes --out benchmarks/results/boxes.json
+    python benchmarks/factored.py --formulations boxes,boxes-interval --grids 1e4,1e6,1e8,1e10,1e12,1e14,1e16 \
+        --time-limit 120 --out benchmarks/results/boxes.json     # coupled vs interval bound, back to back
 
 Numbers are wall-clock on this machine; the 1-minute load average at each run's start is recorded.
 """
@@ -89,14 +92,15 @@ def instance(grid: str):
     return instance_from_data(data, source=f"<benchmarks/factored.py {grid}>")
 
 
-def one_boxes(grid: str, time_limit: float) -> dict[str, Any]:
-    """Solve one grid with the box branch-and-bound (:mod:`codesign.kinds.grid.boxes`; no MIP)."""
+def one_boxes(grid: str, time_limit: float, bound: str = "coupled") -> dict[str, Any]:
+    """Solve one grid with the box branch-and-bound (:mod:`codesign.kinds.grid.boxes`; no MIP)
+    and its ``bound`` (``boxes.BOUNDS``: "interval" is the search before the coupled bound)."""
     inst = instance(grid)
     start_load = load()
     t0 = time.perf_counter()
-    sol = boxes.solve(Grid(inst), time_limit=time_limit)
+    sol = boxes.solve(Grid(inst), time_limit=time_limit, bound=bound)
     return {
-        "grid": grid, "formulation": "boxes", "solver": "boxes",
+        "grid": grid, "formulation": "boxes" if bound == "coupled" else f"boxes-{bound}", "solver": "boxes",
         "hardware_designs": math.prod(len(v) for v in GRIDS[grid].values()),
         "domain_sum": sum(len(v) for v in GRIDS[grid].values()),
         "build_s": 0.0, "mip": None, "pruned": sol.mip.get("pruned_values"), "search": sol.mip,
@@ -108,8 +112,8 @@ def one_boxes(grid: str, time_limit: float) -> dict[str, Any]:
 
 def one(grid: str, formulation: str, time_limit: float, solver: str = "highs") -> dict[str, Any]:
     """Build and solve one grid with one formulation (in this process)."""
-    if formulation == "boxes":
-        return one_boxes(grid, time_limit)
+    if formulation == "boxes" or formulation.startswith("boxes-"):
+        return one_boxes(grid, time_limit, formulation.partition("-")[2] or "coupled")
     inst = instance(grid)
     problem = Grid(inst).with_formulation(formulation)
     start_load = load()
@@ -136,11 +140,13 @@ def one(grid: str, formulation: str, time_limit: float, solver: str = "highs") -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--grids", default=",".join(GRIDS))
+    ap.add_argument("--grids", default="1e4,1e6,1e8,1e10,1e12",
+                    help=f"comma-separated, of {','.join(GRIDS)} (the default: those every formulation is run on)")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--solver", default="highs", choices=("highs", "cpsat"))
     ap.add_argument("--formulations", default="enumerated,factored,boxes",
-                    help="comma-separated: enumerated, factored (MIPs solved by --solver), boxes (box search)")
+                    help="comma-separated: enumerated, factored (MIPs solved by --solver), boxes (box search), "
+                         "boxes-interval (the box search with the interval bound only, for A/B)")
     ap.add_argument("--max-enumerated", type=float, default=2e6,
                     help="skip the enumerated formulation above this many hardware designs")
     ap.add_argument("--one", nargs=2, metavar=("GRID", "FORMULATION"), help=argparse.SUPPRESS)

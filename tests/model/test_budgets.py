@@ -1,7 +1,7 @@
 """codesign.model.budgets: custom budgets are parsed safely (no evaluation of user text),
 named in their errors, audited with hand-derived values, part of the content hash, and read from
 instance files. That they enter the MIP exactly is tested against brute force in
-tests/proof/test_driver.py."""
+tests/proof/test_driver_exact_grid.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """codesign.kinds.mapping.brute: every design of a tiny mapping enumerated with the model (the
-reference the MIP is tested against in tests/proof/test_driver.py)."""
+reference the MIP is tested against in tests/proof/test_driver_exact_assignment.py)."""
 
 from __future__ import annotations
 

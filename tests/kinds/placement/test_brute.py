@@ -1,5 +1,5 @@
 """codesign.kinds.placement.brute: every per-expert placement under every TP-group partition
-(the reference of tests/proof/test_driver.py)."""
+(the reference of tests/proof/test_driver_exact_assignment.py)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,6 @@ def test_evaluate_ep1_and_ep16_differ_by_the_hand_derived_time():
     inst = load_instance("deepstack-deepseek-v3-ep")
     e1 = evaluate(inst, OPTIMUM)
     e16 = evaluate(inst, {**OPTIMUM, "ep": 16})
-    assert e1.metrics["tokens_per_s"] == pytest.approx(23_993.8256, abs=1e-4)  # the stored optimum
     dt = -558_759_936 / 400e9 + 159_645_696 / 40e9 - 812 * 500e-9
     assert dt == pytest.approx(2.18824256e-3, rel=1e-12)
     assert e16.metrics["decode_step_s"] - e1.metrics["decode_step_s"] == pytest.approx(dt, rel=1e-9)

@@ -1,6 +1,7 @@
 """The newer public measurement files: TensorRT-LLM's later performance overview
-(validation/trtllm-1.x-overview.csv) and DeepStack's recorded vLLM runs on 8 x B200
-(validation/deepstack-vllm-b200.csv). Each loads, every row names its source, no row is skipped,
+(validation/trtllm-1.x-overview.csv), DeepStack's recorded vLLM runs on 8 x B200
+(validation/deepstack-vllm-b200.csv) and NVIDIA's closed MLPerf Inference v4.1 Offline results
+(validation/mlperf-v4.1-nvidia.csv). Each loads, every row names its source, no row is skipped,
 and a few rows read back as the source documents print them (checked by hand against the pages)."""
 
 from __future__ import annotations
@@ -82,3 +83,42 @@ def test_the_deepstack_itl_is_the_batch_over_the_system_decode_rate(deepstack):
     assert r.value == pytest.approx(16 / 1488.8, rel=1e-5) and r.engine_max_batch == 16
     r = deepstack["ds-deepseek-v3-bs1"]
     assert r.value == pytest.approx(0.0103008, rel=1e-6) and r.precision == "fp8"
+
+
+MLPERF_41 = "mlcommons/inference_results_v4.1@198fc46799b3328b36ee4bcbdebfa2db5a8e6183:closed/NVIDIA/"
+
+
+@pytest.fixture(scope="module")
+def mlperf():
+    rows, bad = read_rows(REPO / "validation" / "mlperf-v4.1-nvidia.csv")
+    assert not bad
+    return {r.id: r for r in rows}
+
+
+def test_the_mlperf_rows_load_with_a_source_on_every_row(mlperf):
+    """4 rows of NVIDIA's closed MLPerf Inference v4.1 submission, each naming its summary file under
+    the one results tree; none in the shipped split; none skipped; every row carries its engine's
+    limits and the trtllm-0.14 profile (benchmark_engines.toml)."""
+    rows = list(mlperf.values())
+    assert len(rows) == 4
+    assert all(r.source.startswith(MLPERF_41 + "results/") and "mlperf_log_summary.txt" in r.source for r in rows)
+    labels = read_split(REPO / "validation" / "split.json")
+    assert not any(r.id in labels for r in rows)
+    assert all(skip_reason(r) is None for r in rows)
+    assert {r.metric for r in rows} == {"output_tokens_per_s"}
+    assert {r.engine for r in rows} == {"trtllm-0.14"}
+    assert all(r.engine_max_batch is not None and r.engine_max_tokens is not None for r in rows)
+
+
+def test_the_mlperf_rows_read_as_the_submission_prints_them(mlperf):
+    """DGX-H100, Llama 2 70B, Offline: 'Tokens per second: 24524.9', 'Samples per second: 84.4792',
+    so 24524.9 / 84.4792 = 290.3 output tokens per sample (290); TP 2 on 8 GPUs is 4 replicas, each
+    an engine of gpu_batch_size 896 and max_num_tokens 4096. H200 x 8, Mixtral 8x7B: 59022.3 tokens/s,
+    TP 1 (8 replicas), gpu_batch_size 3072, max_num_tokens 16384."""
+    r = mlperf["mlp41-llama2-70b-h100x8"]
+    assert (r.model, r.gpu, r.precision, r.value, r.osl) == ("llama-2-70b", "h100-sxm", "fp8", 24524.9, 290)
+    assert (r.num_gpus, r.tp, r.dp, r.engine_max_batch, r.engine_max_tokens) == (8, 2, 4, 896, 4096)
+    assert r.num_requests == 200640
+    r = mlperf["mlp41-mixtral-8x7b-h200x8"]
+    assert (r.model, r.gpu, r.value, r.osl) == ("mixtral-8x7b", "h200-sxm", 59022.3, 146)
+    assert (r.num_gpus, r.tp, r.dp, r.engine_max_batch, r.engine_max_tokens) == (8, 1, 8, 3072, 16384)

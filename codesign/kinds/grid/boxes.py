@@ -593,7 +593,7 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
     bound = best.objective if r.complete and best is not None else (None if best is None else user(r.bound))
     termination = ("every box closed: " + ("the incumbent is optimal" if best else "no feasible design")
                    if r.complete else f"time limit: {r.open_boxes} boxes open")
-    stats = {"formulation": "boxes", "bound": bound, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
+    stats = {"formulation": "boxes", "box_bound": bound, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
              "model_evaluations": r.evaluated, "rounds": r.rounds, "peak_open_boxes": r.peak_open,
              "pruned_values": r.pruned_values, "bandwidth_cap": r.capped}
     proof = {"internal_objective": None if best is None else r.internal, "internal_bound": r.bound,

@@ -180,7 +180,7 @@ def test_random_budget_bound_instances_agree_with_brute_force(seed, bound):
     if not bf.feasible:
         assert sol.status == "infeasible"
         return
-    assert sol.mip["bandwidth_cap"] == (bound == "coupled")
+    assert sol.mip["bandwidth_cap"] == (bound == "coupled") and sol.mip["box_bound"] == bound
     assert sol.status == "optimal" and sol.gap == 0.0
     assert abs(sol.objective - bf.objective) <= AGREEMENT_RTOL * abs(bf.objective)
 

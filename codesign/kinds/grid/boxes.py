@@ -570,6 +570,7 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
     t0 = time.perf_counter()
     try:
         r = search(problem.inst, time_limit=time_limit, branching=branching, **BOUNDS[bound])
+        how = bound
     except fc.Unsupported as exc:
         raise InputError(f"the box search cannot solve {problem.name}: {exc}", key="--formulation", value="boxes",
                          suggestion="use --formulation factored or enumerated") from None
@@ -593,7 +594,7 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
     bound = best.objective if r.complete and best is not None else (None if best is None else user(r.bound))
     termination = ("every box closed: " + ("the incumbent is optimal" if best else "no feasible design")
                    if r.complete else f"time limit: {r.open_boxes} boxes open")
-    stats = {"formulation": "boxes", "box_bound": bound, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
+    stats = {"formulation": "boxes", "box_bound": how, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
              "model_evaluations": r.evaluated, "rounds": r.rounds, "peak_open_boxes": r.peak_open,
              "pruned_values": r.pruned_values, "bandwidth_cap": r.capped}
     proof = {"internal_objective": None if best is None else r.internal, "internal_bound": r.bound,

@@ -131,6 +131,14 @@ class Chip(CatalogEntry):
     scale_out_interconnect: str = Field(min_length=1)
     scale_out_bandwidth_GBps_per_direction: float = Field(gt=0)
     host_link_bandwidth_GBps_per_direction: float = Field(gt=0)
+    #: exponentials per second, in billions, of the special-function units (MUFU.EX2, the softmax's
+    #: exponential in attention kernels): SMs x clock x exponentials per clock per SM (16 on NVIDIA
+    #: compute capability 5.0-10.0), at the clock the tensor peaks above are quoted at, so that the
+    #: two rates compare at one clock. Attention is priced max(score FLOPs at the tensor peak,
+    #: exponentials at this rate) (model.md eq. 2.15m). None: no limit, the attention priced by its
+    #: FLOPs alone -- chips whose figure is not written here, and designed hardware (the 3D
+    #: family's tiles), whose special-function rate is a design question this field does not answer
+    sfu_exp_G_per_s: float | None = Field(default=None, gt=0)
     #: other names of this chip in measurement files (nvidia-smi's, a product name), read as this
     #: id by :func:`resolve_chip` (``codesign.names``)
     aliases: list[str] = Field(default_factory=list)

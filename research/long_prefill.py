@@ -6,23 +6,20 @@ error, their prefill would be 1.3-3.2x the model's. For every row of the TensorR
 (`validation/trtllm-1.0-overview.csv`, `trtllm-1.x-overview.csv`, `measurements.csv` (0.14,
 Hopper/Ampere/Ada) and `other-models.csv`) this script takes the shipped model's prediction
 (`codesign.calibration.report.predict_row`) and its step terms (`calibration.engine.evaluate_row`),
-and re-prices the round under each candidate, every other term unchanged:
+and re-prices the round under each candidate, every other term unchanged.
 
-* ``attn_kv``: the attention score FLOPs (QK^T and PV, the ISL^2 term of `step_costs`, causal
-  triangle already halved) at the chip's peak for the KV cache's precision instead of the weights'
-  (no engine runs an FP4 FMHA; trtllm-bench builds FP8 context FMHA for FP8 and NVFP4 checkpoints,
-  tensorrt_llm/bench/build/build.py). Changes NVFP4 rows only (FP8 and FP16 rows already run
-  their attention at the weights' precision).
-* ``attn_exp``: as ``attn_kv`` and, besides, the softmax's exponentials: one per (query, key)
-  pair and query head, at 16 per clock per SM (the MUFU ex2 rate of the CUDA programming guide's
-  throughput table), the attention time being the larger of the two (a FlashAttention pipeline
-  overlaps them). SM counts and clocks are public figures written below (not in the catalog).
-  FlashAttention-4 (Zadouri, Dao et al., together.ai/blog/flashattention-4): "From the Hopper H100
-  to the Blackwell B200 ... BF16 tensor core throughput increases from 1 to 2.25 PFLOPs, while
-  both the SFU count and shared memory bandwidth remains unchanged", and the forward pass's "main
-  performance bottleneck lies ... in the SFU units for softmax exponential"; NVIDIA, "Making
-  Softmax More Efficient with NVIDIA Blackwell Ultra" (developer.nvidia.com blog): Blackwell Ultra
-  doubles SFU (MUFU.EX2) throughput over Blackwell for this reason.
+The model now prices the attention apart (model.md eq. 2.15m, the outcome of this study): its
+score FLOPs (QK^T and PV, causal triangle halved) at the KV cache's precision (never narrower than
+the weights'; trtllm-bench builds FP8 context FMHA for FP8 and NVFP4 checkpoints,
+tensorrt_llm/bench/build/build.py; no engine runs an FP4 FMHA), against the softmax's exponentials,
+one per (query, key) pair and query head, at the chip's ``sfu_exp_G_per_s`` (SMs x tensor clock x
+16 per clock per SM, instances/catalog/chips), the attention time the larger of the two (a
+FlashAttention pipeline overlaps them). The script reads the model's terms
+(``prefill_step.attention_s``, ``prefill_step.exponentials_s``) and re-prices *backwards*:
+
+* ``no_exp``: the exponentials taken out (attention FLOPs at the KV precision alone).
+* ``old_attention``: the model before eq. 2.15m: the score FLOPs at the weights' precision's peak,
+  no exponentials.
 * ``chunk_kv``: chunked prefill's KV re-reads: a prompt cut into chunks of T tokens (the engine's
   max_num_tokens where chunking is on: the 0.14 engines; trtllm-bench 1.x turns it off and raises
   max_num_tokens to the longest ISL + max batch, tensorrt_llm/bench/benchmark/utils/general.py)
@@ -30,6 +27,13 @@ and re-prices the round under each candidate, every other term unchanged:
 * ``host``: the trtllm-1.x profile's host time per sequence and decode iteration (21 us), added
   to the 1.x rows only where the profile in use does not have it yet (then "the model as it
   stands" already includes it and ``host`` changes nothing).
+
+FlashAttention-4 (Zadouri, Dao et al., together.ai/blog/flashattention-4): "From the Hopper H100 to
+the Blackwell B200 ... BF16 tensor core throughput increases from 1 to 2.25 PFLOPs, while both the
+SFU count and shared memory bandwidth remains unchanged", and the forward pass's "main performance
+bottleneck lies ... in the SFU units for softmax exponential"; NVIDIA, "Making Softmax More
+Efficient with NVIDIA Blackwell Ultra" (developer.nvidia.com blog): Blackwell Ultra doubles SFU
+(MUFU.EX2) throughput over Blackwell for this reason.
 
 It also inverts each row for the prefill multiplier k (measured prefill / model prefill, the decode
 as the model has it, with the host term) and, for decode-only rows (ISL <= 1,024, prefill < 5 % of
@@ -49,12 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.calibration.engine import evaluate_row, skip_reason
+from codesign.calibration.engine import evaluate_row, row_instance, skip_reason
 from codesign.calibration.report import predict_row
 from codesign.calibration.rows import read_rows, split_of
 from codesign.catalog import load_chip
-from codesign.model.hardware import math_format
-from codesign.model.step import step_costs
+from codesign.model.hardware import attention_precision, math_format
 from codesign.model.units import BYTES_PER_ELEMENT
 from codesign.model.workload import kv_cache_bytes_per_token, load_workload
 
@@ -65,42 +68,6 @@ TABLES = ("trtllm-1.0-overview.csv", "trtllm-1.x-overview.csv", "measurements.cs
 #: trtllm-1.x.toml, host_us_per_sequence, fitted by another study): added to the 1.x rows only where
 #: the profile in use lacks it (``host_in_model_us`` 0), so the figures do not depend on whether it is in
 HOST_S = 21.0e-6
-#: exponentials per clock per SM (CUDA C++ Programming Guide, arithmetic instruction throughput:
-#: base-2 exponential exp2f, 16 per clock per SM for compute capability 5.0-9.0; 10.0 assumed the same)
-EXP_PER_CLK_SM = 16
-#: (SMs, boost clock GHz), public: H100/H200 SXM 132 SMs at 1.98 GHz (NVIDIA H100 whitepaper);
-#: B200 148 SMs at 1.965 GHz, GB200's B200 the same SMs (assumed 1.965 GHz); RTX PRO 6000 188 SMs at
-#: 2.617 GHz (GB202, as in the chip's catalog source); A100 108 SMs at 1.41 GHz; L40S 142 SMs at 2.52 GHz
-SMS = {"h100-sxm": (132, 1.98), "h200-sxm": (132, 1.98), "b200": (148, 1.965), "gb200": (148, 1.965),
-       "rtx-pro-6000": (188, 2.617), "a100-sxm-80gb": (108, 1.41), "a100-pcie-80gb": (108, 1.41),
-       "l40s": (142, 2.52)}
-
-
-def attention_parts(row, batch: int) -> dict:
-    """The prefill step's attention-score FLOPs as a share of its FLOPs, and its exponentials per
-    FLOP of score (heads x pairs / score FLOPs): both per sequence, so batch-free."""
-    w = load_workload(row.model)
-    wb = BYTES_PER_ELEMENT[row.precision]
-    kvb = BYTES_PER_ELEMENT[row.kv_precision]
-    c = step_costs(w, batch=1, new_tokens=row.isl, context=0, weight_bytes_per_param=wb, kv_bytes_per_element=kvb)
-    score, total = float(c.flops_attn_score), float(c.flops)
-    per_pair = score / max(1.0, _pairs(w, row.isl))
-    return {"attn_share": score / total, "exp_per_score_flop": w.num_attention_heads / per_pair if per_pair else 0.0,
-            "kv_B_per_token": float(kv_cache_bytes_per_token(w, kvb))}
-
-
-def _pairs(w, isl: int) -> float:
-    """Causal (query, key) pairs of one prompt summed over layers (window-capped layers included)."""
-    full = w.num_layers - (w.sliding_window_layers or 0)
-    n = float(isl)
-    pairs = full * n * (n + 1) / 2
-    if w.sliding_window:
-        win = float(w.sliding_window)
-        m = min(n, win)
-        pairs += w.sliding_window_layers * (m * (m + 1) / 2 + win * max(n - win, 0))
-    return pairs
-
-
 def collect() -> list[dict]:
     out = []
     for table in TABLES:
@@ -115,21 +82,27 @@ def collect() -> list[dict]:
             m = ev.workload_metrics["main"]
             chip = load_chip(r.gpu)
             peaks = {k: v * 1e12 for k, v in chip.peak_dense_TFLOPS.items()}
+            inst = row_instance(r, p["batch"])
             fmt_w = math_format(chip.peak_dense_TFLOPS, r.precision, "peak")
-            fmt_kv = math_format(chip.peak_dense_TFLOPS, r.kv_precision, "peak")
-            sms, ghz = SMS.get(r.gpu, (0, 0.0))
-            parts = attention_parts(r, p["batch"])
+            fmt_a = math_format(chip.peak_dense_TFLOPS, attention_precision(inst, inst.workloads[0]), "peak")
+
+            def term(k: str, m=m) -> float:  # serial + overlapped part of a term the step may lack
+                return float(m.get(f"prefill_step.{k}_s", 0.0) + m.get(f"prefill_step.{k}_overlapped_s", 0.0))
+
             out.append({
                 "table": table, "id": r.id, "split": split_of(r.id), "model": r.model, "gpu": r.gpu,
                 "precision": r.precision, "kv_precision": r.kv_precision, "tp": r.tp, "pp": r.pp, "ep": r.ep,
                 "dp": r.dp, "isl": r.isl, "osl": r.osl, "batch": p["batch"], "error_pct": p["error_pct"],
                 "t_prefill": m["prefill_step_s"], "t_decode": m["decode_step_s"],
-                "prefill_compute_s": m["prefill_step.compute_s"], "prefill_memory_s": m["prefill_step.memory_local_s"],
+                # the model's attention terms (eq. 2.15m): FLOPs at the attention's precision, exponentials
+                "attn_s": term("attention"), "exp_s": term("exponentials"), "other_compute_s": term("compute"),
                 "sequences": m["decode_step.sequences"], "prefill_sequences": m["prefill_step.sequences"],
-                "bandwidth_Bps": ev.metrics["bandwidth_Bps"], "peak_w": peaks[fmt_w], "peak_kv": peaks[fmt_kv],
-                "exp_per_s": sms * ghz * 1e9 * EXP_PER_CLK_SM, "engine_max_tokens": p.get("engine_max_tokens"),
+                "bandwidth_Bps": ev.metrics["bandwidth_Bps"], "peak_w": peaks[fmt_w], "peak_attn": peaks[fmt_a],
+                "exp_G_per_s": chip.sfu_exp_G_per_s, "engine_max_tokens": p.get("engine_max_tokens"),
                 "engine": r.engine, "host_in_model_us": float(getattr(r.rules, "host_us_per_sequence", 0.0) or 0.0),
-                **parts,
+                "kv_B_per_token": float(kv_cache_bytes_per_token(load_workload(r.model),
+                                                                 BYTES_PER_ELEMENT[r.kv_precision])),
+                "head_dim": load_workload(r.model).head_dim,
             })
         print(table, len(out), file=sys.stderr)
     return out
@@ -139,17 +112,12 @@ def collect() -> list[dict]:
 
 
 def extra_prefill_s(r: dict, rule: str) -> float:
-    attn_s = r["prefill_compute_s"] * r["attn_share"]  # the score FLOPs' time at the weights' peak
-    if rule == "attn_kv":
-        return attn_s * (r["peak_w"] / r["peak_kv"] - 1.0)
-    if rule == "attn_exp":
-        at_kv = attn_s * r["peak_w"] / r["peak_kv"]
-        if not r["exp_per_s"]:
-            return at_kv - attn_s
-        # exponentials at the same efficiency as the tensor cores (the compute calibration):
-        # exps = score FLOPs x exps per score FLOP, score FLOPs = attn_s x peak_w x efficiency
-        exp_s = attn_s * r["peak_w"] * r["exp_per_score_flop"] / r["exp_per_s"]
-        return max(at_kv, exp_s) - attn_s
+    """The prefill step's time under ``rule`` less the model's (negative where the rule removes time)."""
+    attn_now = max(r["attn_s"], r["exp_s"])  # the model's attention (eq. 2.15m)
+    if rule == "no_exp":
+        return r["attn_s"] - attn_now
+    if rule == "old_attention":  # the score FLOPs at the weights' peak, no exponentials
+        return r["attn_s"] * r["peak_attn"] / r["peak_w"] - attn_now
     if rule == "chunk_kv":
         t = r["engine_max_tokens"]
         if not t or t >= r["isl"] or r["table"] not in ("measurements.csv", "other-models.csv"):
@@ -174,8 +142,8 @@ def error_under(r: dict, rules: tuple[str, ...]) -> float:
     return 100.0 * ((1.0 + r["error_pct"] / 100.0) * rm / (rm + extra) - 1.0)
 
 
-CANDIDATES = ((), ("attn_kv",), ("attn_exp",), ("chunk_kv",), ("host",), ("host", "attn_kv"), ("host", "attn_exp"),
-              ("host", "attn_exp", "chunk_kv"))
+CANDIDATES = ((), ("no_exp",), ("old_attention",), ("chunk_kv",), ("host",), ("host", "old_attention"),
+              ("host", "chunk_kv"))
 
 
 def mape(xs: list[float]) -> float:
@@ -212,9 +180,10 @@ def summarise(recs: list[dict]) -> dict:
         if r["isl"] >= 5000 and r["table"].startswith("trtllm"):
             out["long_prompt_rows"].append({
                 k: r[k] for k in ("table", "id", "model", "gpu", "precision", "tp", "pp", "isl", "osl", "batch")
-            } | {"attn_share": round(r["attn_share"], 3), "error_pct": round(r["error_pct"], 1),
+            } | {"attn_over_other": round(max(r["attn_s"], r["exp_s"]) / r["other_compute_s"], 3)
+                 if r["other_compute_s"] else 0.0, "error_pct": round(r["error_pct"], 1),
                  "host_pct": round(error_under(r, ("host",)), 1),
-                 "host_attn_exp_pct": round(error_under(r, ("host", "attn_exp")), 1),
+                 "old_attention_pct": round(error_under(r, ("old_attention",)), 1),
                  "prefill_multiplier": round(prefill_multiplier(r), 2)})
     dec = collections.defaultdict(list)
     for r in recs:
@@ -232,13 +201,13 @@ def summarise(recs: list[dict]) -> dict:
             for half in ("held-out", "fit")
             for v in [[error_under(r, c) for r in bl if r["split"] == half]]}
         for c in CANDIDATES}
-    # where the exponentials bind: their time over the score GEMMs' at the KV precision's peak
-    # (> 1: exp-bound), per chip, KV precision and exps per score FLOP (1/(4 head_dim) for GQA)
+    # where the exponentials bind: their time over the score FLOPs' at the attention's precision
+    # (> 1: exp-bound), per chip, attention peak and head_dim, from the model's own terms
     ratio = {}
     for r in recs:
-        if r["exp_per_s"] and r["exp_per_score_flop"]:
-            key = f"{r['gpu']}|kv {r['kv_precision']}|head_dim {round(1 / (4 * r['exp_per_score_flop']))}"
-            ratio[key] = round(r["peak_kv"] * r["exp_per_score_flop"] / r["exp_per_s"], 2)
+        if r["exp_s"] and r["attn_s"]:
+            key = f"{r['gpu']}|attention peak {r['peak_attn'] / 1e12:g} TFLOPS|head_dim {r['head_dim']}"
+            ratio[key] = round(r["exp_s"] / r["attn_s"], 2)
     out["exp_over_tensor"] = dict(sorted(ratio.items()))
     out["decode_by_context"] = {k: {"rows": len(v), "bias_pct": round(float(np.mean(v)), 1), "mape_pct": round(mape(v), 1)}
                                 for k, v in sorted(dec.items())}
@@ -262,18 +231,18 @@ def report(data: dict) -> None:
         for table, t in per.items():
             g = " ".join(f"{k} {v['mape_pct']:.1f}({v['bias_pct']:+.1f})" for k, v in t["groups"].items())
             print(f"  {table:26s} {t['mape_pct']:6.2f} % (held-out {t['heldout_mape_pct']:6.2f}) | {g}")
-    print("== long-prompt rows: error shipped / +host / +host+attn_exp, prefill multiplier k, attention share")
+    print("== long-prompt rows: error shipped / +host / old attention, prefill multiplier k, attention / other compute")
     for r in s["long_prompt_rows"]:
         print(f"  {r['id']} {r['model'][:16]:16s} {r['gpu']:12s} {r['precision']:5s} tp{r['tp']} pp{r['pp']} "
               f"{r['isl']}/{r['osl']} b={r['batch']} {r['error_pct']:+6.1f} {r['host_pct']:+6.1f} "
-              f"{r['host_attn_exp_pct']:+6.1f} k={r['prefill_multiplier']:.2f} attn={r['attn_share']:.2f}")
+              f"{r['old_attention_pct']:+6.1f} k={r['prefill_multiplier']:.2f} attn={r['attn_over_other']:.2f}")
     print("== B200/GB200, ISL >= 5,000, 1.x tables: held-out / fit half MAPE (bias)")
     for name, v in s["blackwell_long"].items():
         h, f = v["held-out"], v["fit"]
         print(f"  {name:28s} {h['mape_pct']:6.2f} ({h['bias_pct']:+.1f}) on {h['rows']} | {f['mape_pct']:6.2f} ({f['bias_pct']:+.1f}) on {f['rows']}")
-    print("== exponential time / score-GEMM time at the KV precision's peak (> 1: exp-bound)")
+    print("== exponential time / score-FLOP time at the attention's peak (> 1: exp-bound)")
     for k, v in s["exp_over_tensor"].items():
-        print(f"  {k:40s} {v:.2f}")
+        print(f"  {k:60s} {v:.2f}")
     print("== decode-only rows (host term in) by mean context")
     for k, v in s["decode_by_context"].items():
         print(f"  {k:24s} {v['rows']:3d} rows bias {v['bias_pct']:+.1f} % MAPE {v['mape_pct']:.1f} %")

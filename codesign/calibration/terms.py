@@ -18,10 +18,17 @@ from typing import Any
 import numpy as np
 
 from codesign import catalog
-from codesign.calibration.engine import Footprint, batch_from, evaluate_row, footprint, row_rules
+from codesign.calibration.engine import (
+    Footprint,
+    batch_from,
+    evaluate_row,
+    footprint,
+    row_instance,
+    row_rules,
+)
 from codesign.calibration.rows import Row
 from codesign.model.calibration import EIGHT_BIT_FORMATS, CalibrationSet, shipped
-from codesign.model.hardware import achieved_memory_fraction, math_format
+from codesign.model.hardware import achieved_memory_fraction, attention_precision, math_format
 
 #: calibration fields of the step form that are optional (None or 0 unless fitted)
 CAP_FIELD = "memory_bandwidth_cap_GBps"
@@ -32,7 +39,8 @@ HOST_FIELD = "host_us_per_sequence"
 #: modelled times, counts, and one chip constant, the peak local-memory bandwidth the die's cap is
 #: a fraction of (eq. 3.21a). They travel together so that a family's rows re-compose as arrays.
 STEP_TERMS = ("compute", "memory_local", "memory_pool", "net_bw", "net_latency", "layers", "collective_steps",
-              "sequences", "engine_host", "memory_peak_GBps", "eight_bit")
+              "sequences", "engine_host", "memory_peak_GBps", "eight_bit", "attention", "attention_eight_bit",
+              "exponentials")
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu")
 
@@ -68,16 +76,27 @@ def row_terms(row: Row, batch: int, *, calibration: CalibrationSet | None = None
     chip = catalog.load_chip(row.gpu)
     peak_GBps = chip.memory_bandwidth_GBps
     fmt = math_format(chip.peak_dense_TFLOPS, row.precision, f"chip {row.gpu} peak_dense_TFLOPS")  # as the columns
+    inst = row_instance(row, batch, calibration=calibration)
+    attn_fmt = math_format(chip.peak_dense_TFLOPS, attention_precision(inst, inst.workloads[0]),
+                           f"chip {row.gpu} peak_dense_TFLOPS")
     mem_eff = float(achieved_memory_fraction(cal.memory_efficiency, cal.memory_bandwidth_cap_GBps, peak_GBps))
     phases: dict[str, dict[str, float]] = {}
     for ph in ("prefill", "decode"):
         def g(k: str, ph: str = ph) -> float:
             return float(m[f"{ph}_step.{k}_s"])
 
+        def h(k: str, ph: str = ph) -> float:  # a term the step may not have (the attention's)
+            return float(m.get(f"{ph}_step.{k}_s", 0.0))
+
         phases[ph] = {  # each stream: its serial and its overlapped part (eq. 5.3)
             "compute": (g("compute") + g("compute_overlapped")) * cal.compute_efficiency_at(fmt),
             # 1 where the compute runs at the 8-bit tensor rate (its own efficiency, eq. 3.20c)
             "eight_bit": float(fmt in EIGHT_BIT_FORMATS),
+            # the attention priced apart (eq. 2.15m): its FLOPs at its own format's efficiency, the
+            # exponentials at the compute efficiency (0 where the model does not price them apart)
+            "attention": (h("attention") + h("attention_overlapped")) * cal.compute_efficiency_at(attn_fmt),
+            "attention_eight_bit": float(attn_fmt in EIGHT_BIT_FORMATS),
+            "exponentials": (h("exponentials") + h("exponentials_overlapped")) * cal.compute_efficiency,
             "memory_local": (g("memory_local") + g("memory_local_overlapped")) * mem_eff,
             "memory_pool": g("memory_pool") + g("memory_pool_overlapped"),
             "net_bw": (g("scale_up_bw") + g("scale_up_bw_in_switch") + g("scale_up_bw_cross") + g("scale_out_bw"))
@@ -100,14 +119,14 @@ def row_terms(row: Row, batch: int, *, calibration: CalibrationSet | None = None
                     phases["prefill"], phases["decode"], evaluated)
 
 
-def compute_efficiency(t: dict[str, Any], cal: dict[str, Any]) -> Any:
+def compute_efficiency(t: dict[str, Any], cal: dict[str, Any], flag: str = "eight_bit") -> Any:
     """The compute efficiency of each row of ``t``: ``compute_efficiency_8bit`` where the row's
-    compute runs at the 8-bit tensor rate (term ``eight_bit``) and the calibration sets it, else
-    ``compute_efficiency`` (eq. 3.20c)."""
+    compute (or, with ``flag`` = "attention_eight_bit", its attention) runs at the 8-bit tensor
+    rate and the calibration sets it, else ``compute_efficiency`` (eq. 3.20c)."""
     e8 = cal.get(EIGHT_BIT_FIELD)
     if e8 is None:
         return cal["compute_efficiency"]
-    return np.where(np.asarray(t["eight_bit"]) > 0, e8, cal["compute_efficiency"])
+    return np.where(np.asarray(t.get(flag, 0.0)) > 0, e8, cal["compute_efficiency"])
 
 
 def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
@@ -120,7 +139,10 @@ def step_time(t: dict[str, Any], cal: dict[str, Any]) -> Any:
           + the engine's host time (its profile's time per sequence x sequences, as modelled)
     """
     o = cal["stream_overlap"]
-    c = t["compute"] / compute_efficiency(t, cal)
+    # compute = the other FLOPs + the attention, the larger of its FLOPs and its exponentials (eq. 2.15m)
+    attention = np.maximum(t.get("attention", 0.0) / compute_efficiency(t, cal, "attention_eight_bit"),
+                           t.get("exponentials", 0.0) / cal["compute_efficiency"])
+    c = t["compute"] / compute_efficiency(t, cal) + attention
     m = t["memory_local"] / achieved_memory_fraction(cal["memory_efficiency"], cal.get(CAP_FIELD),
                                                      t.get("memory_peak_GBps"))
     p = t["memory_pool"]

@@ -117,7 +117,20 @@ def eval_form(form: Form, hw: HardwareTable, sched: ScheduleTable | None, hw_row
 
 
 # --- forms of the metrics ---------------------------------------------------------------------
-def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, two_batch: bool = False) -> Form:
+#: a stage step's attention priced apart (eq. 2.15m): (its precision, whether the hardware has an
+#: exponential rate), from :func:`attention_of`; None: one compute term at the weights' precision
+Attention = tuple[str, bool] | None
+
+
+def attention_of(sched: Any) -> Attention:
+    """How a schedule table's steps price their attention (eq. 2.15m): None where the table keeps
+    one compute term (:attr:`ScheduleTable.attention_precision` unset)."""
+    prec = getattr(sched, "attention_precision", None)
+    return None if prec is None else (prec, "decode.exps" in sched.features or "prefill.exps" in sched.features)
+
+
+def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, two_batch: bool = False,
+               attention: Attention = None) -> Form:
     """scale(S) × t_stage(phase) (eq. 5.3): the compute, local-memory and pooled-memory streams
     overlap by the fraction o = ``stream_overlap`` of the hardware design,
 
@@ -127,13 +140,22 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, 
     column with the hardware columns ``<col>_ovl`` = o·col (in the max group) and ``<col>_seq`` =
     (1 − o)·col (added); o·max(x, y, z) = max(o·x, o·y, o·z) since o ≥ 0.
 
+    With ``attention`` = (precision p_a, exps) the compute is the FLOPs other than the attention's
+    at the weights' precision plus the attention (eq. 2.15m): its FLOPs at p_a and, where ``exps``,
+    the larger of that and the softmax's exponentials at the exponential rate, compute = C + max(A, E).
+    Then o·max(C + max(A, E), L, P) = max(o(C + A), o(C + E), oL, oP) (one max group whose compute
+    branches are sums) and (1 − o)·max(A, E) = max((1 − o)A, (1 − o)E) a second group; without
+    ``exps`` A is added to C.
+
     With ``hw_factor`` every hardware column is multiplied by it (static power × time).
 
     With ``two_batch`` (the workload decides ``overlap``, eq. 5.3a) the terms above are those of
     the rows whose column ``<phase>.serial`` is 1, and on the rows whose ``<phase>.two_batch`` is 1
     the step is max(chip, links) + host: one max group whose branches are the chip's sums
     o·stream_j + (1 − o)·(compute + local + pooled) + overhead, one per stream j, and the links' sum
-    (bandwidth and latency terms of every collective)."""
+    (bandwidth and latency terms of every collective). With the exponentials the chip's sums are
+    max over the attention's unit k in {A, E} of the same sums with k for max(A, E) (each has
+    max(A, E) with a coefficient 1 or 1 − o ≥ 0): one branch per stream and unit."""
 
     def hw(col: str) -> str:
         return f"{hw_factor}*{col}" if hw_factor else col
@@ -142,13 +164,25 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, 
         return f"{scale}*{phase}.{sel}*{phase}.{col}" if sel else f"{scale}*{phase}.{col}"
 
     tag = f"{phase}"
-    streams = (
-        Product(f"{tag}.compute_overlapped", s("flops"), hw(f"s_per_flop_ovl@{prec}")),
+    flops = "flops" if attention is None else "flops_other"
+    compute_ovl = Product(f"{tag}.compute_overlapped", s(flops), hw(f"s_per_flop_ovl@{prec}"))
+    memory = (
         Product(f"{tag}.memory_local_overlapped", s("bytes_local"), hw("s_per_B_local_ovl")),
         Product(f"{tag}.memory_pool_overlapped", s("bytes_pool"), hw("s_per_B_pool_ovl")),
     )
+    # the attention's units, each (overlapped part, serial part): its FLOPs and the exponentials
+    units: tuple[tuple[Product, Product], ...] = ()
+    if attention is not None:
+        a_prec, exps = attention
+        units = ((Product(f"{tag}.attention_overlapped", s("flops_attn"), hw(f"s_per_flop_ovl@{a_prec}")),
+                  Product(f"{tag}.attention", s("flops_attn"), hw(f"s_per_flop_seq@{a_prec}"))),)
+        if exps:
+            units += ((Product(f"{tag}.exponentials_overlapped", s("exps"), hw("s_per_exp_ovl")),
+                       Product(f"{tag}.exponentials", s("exps"), hw("s_per_exp_seq"))),)
+    streams = (*(((compute_ovl, k) for k, _ in units) if units else (compute_ovl,)), *memory)
     linear = (
-        Product(f"{tag}.compute", s("flops"), hw(f"s_per_flop_seq@{prec}")),
+        Product(f"{tag}.compute", s(flops), hw(f"s_per_flop_seq@{prec}")),
+        *((units[0][1],) if len(units) == 1 else ()),
         Product(f"{tag}.memory_local", s("bytes_local"), hw("s_per_B_local_seq")),
         Product(f"{tag}.memory_pool", s("bytes_pool"), hw("s_per_B_pool_seq")),
         # the all-reduces run in a ring or in the switches (eq. 4.9b): one of the two is zero
@@ -163,20 +197,26 @@ def stage_form(phase: str, prec: str, scale: str, hw_factor: str | None = None, 
         Product(f"{tag}.collective_latency", s("collective_steps"), hw("s_per_collective_step")),
         Product(f"{tag}.host", s("sequences", None), hw("s_per_sequence")),
     )
+    # the attention's serial parts: the larger of the two units' (eq. 2.15m)
+    attention_max = ((tuple(seq for _, seq in units),) if len(units) > 1 else ())
     if not two_batch:
-        return Form(linear, (streams,))
+        return Form(linear, (streams, *attention_max))
 
     def tb(p: Product) -> Product:  # the same term on the two-batch rows
         return Product(f"{tag}.two_batch_{p.name.split('.', 1)[1]}", p.sched.replace(".serial*", ".two_batch*"), p.hw)
 
     chip = tuple(tb(p) for p in linear if p.name.split(".", 1)[1] in CHIP_TERMS)
     links = tuple(tb(p) for p in linear if p.name.split(".", 1)[1] in LINK_TERMS)
-    branches = (*((tb(p), *chip) for p in streams), links)
-    return Form(linear, (streams, branches))
+    if len(units) > 1:  # one branch per stream and attention unit k: k's parts for max(A, E)
+        branches = tuple((*(tb(q) for q in terms(b)), *chip, tb(seq))
+                         for k, seq in units for b in ((compute_ovl, k), *memory))
+    else:
+        branches = tuple((*(tb(q) for q in terms(b)), *chip) for b in streams)
+    return Form(linear, (streams, *attention_max, (*branches, links)))
 
 
 #: the terms of eq. 5.3 that run on the chip, and on the links, under two-batch overlap (eq. 5.3a)
-CHIP_TERMS = ("compute", "memory_local", "memory_pool", "overhead")
+CHIP_TERMS = ("compute", "attention", "memory_local", "memory_pool", "overhead")
 LINK_TERMS = ("scale_up_bw", "scale_up_bw_in_switch", "scale_up_bw_cross", "scale_up_latency",
               "scale_out_bw", "scale_out_latency", "collective_latency")
 
@@ -207,17 +247,18 @@ def workload_forms(sched: ScheduleTable, prec: str) -> dict[str, Form]:
     forms: dict[str, Form] = {}
     cols = sched.features
     tb = "decode.two_batch" in cols  # the workload decides overlap (eq. 5.3a)
-    forms["tpot_s"] = stage_form("decode", prec, "scale.tpot_s|decode", two_batch=tb)
-    forms["ttft_s"] = stage_form("prefill", prec, "scale.ttft_s|prefill", two_batch=tb)
+    at = attention_of(sched)  # the attention priced apart (eq. 2.15m)
+    forms["tpot_s"] = stage_form("decode", prec, "scale.tpot_s|decode", two_batch=tb, attention=at)
+    forms["ttft_s"] = stage_form("prefill", prec, "scale.ttft_s|prefill", two_batch=tb, attention=at)
     tpt = Form()
     energy = Form()
     for phase in PHASES:
         key = f"scale.time_per_token_s|{phase}"
         if key in cols:
-            tpt = tpt + stage_form(phase, prec, key, two_batch=tb)
+            tpt = tpt + stage_form(phase, prec, key, two_batch=tb, attention=at)
             ekey = f"scale.energy_per_token_J|{phase}"
             energy = (energy + dynamic_energy_form(phase, prec, ekey)
-                      + stage_form(phase, prec, ekey, "static_W", two_batch=tb))
+                      + stage_form(phase, prec, ekey, "static_W", two_batch=tb, attention=at))
     forms["time_per_token_s"] = tpt
     forms["energy_per_token_J"] = energy
     forms["memory_local_B"] = Form((Product("memory_local", "memory_local_B", "one"),))
@@ -442,7 +483,8 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
         m["tokens_per_s_per_device"] = m["tokens_per_s"] / inst.system.devices
         # breakdown of one decode / prefill stage step (unscaled)
         for phase in PHASES:
-            f = stage_form(phase, w.precision, "one", two_batch=f"{phase}.two_batch" in st.features)
+            f = stage_form(phase, w.precision, "one", two_batch=f"{phase}.two_batch" in st.features,
+                           attention=attention_of(st))
             for p in f.products:
                 m[f"{phase}_step.{p.name.split('.', 1)[1]}_s"] = float(eval_form(Form((p,)), hw, st)[0, 0])
             m[f"{phase}_step_s"] = float(eval_form(f, hw, st)[0, 0])
@@ -507,7 +549,7 @@ def evaluate(inst: Instance, design: dict[str, Any]) -> Evaluation:
 # --- parts of the headline metrics (plots, reports) ------------------------------------------------
 #: the kind of each term of a stage step's time (the suffix of its product's name)
 TIME_CATEGORY = {
-    "compute": "compute", "memory_local": "memory", "memory_pool": "memory",
+    "compute": "compute", "attention": "compute", "exponentials": "compute", "memory_local": "memory", "memory_pool": "memory",
     "scale_up_bw": "network", "scale_up_bw_in_switch": "network", "scale_up_bw_cross": "network",
     "scale_up_latency": "network", "scale_out_bw": "network", "scale_out_latency": "network",
     "collective_latency": "network", "overhead": "overhead", "host": "overhead",
@@ -538,12 +580,16 @@ def breakdown(inst: Instance, design: dict[str, Any]) -> dict[str, Any]:
             key = f"scale.time_per_token_s|{phase}"
             if key not in st.features:
                 continue
-            form = stage_form(phase, w.precision, key, two_batch=f"{phase}.two_batch" in st.features)
+            form = stage_form(phase, w.precision, key, two_batch=f"{phase}.two_batch" in st.features,
+                              attention=attention_of(st))
             for p in form.linear:
                 cat = TIME_CATEGORY[p.name.split(".", 1)[1]]
                 parts[cat] = parts.get(cat, 0.0) + float(eval_form(Form((p,)), hw, st)[0, 0])
             for group in form.maxes:
-                parts["overlapped"] = parts.get("overlapped", 0.0) + float(eval_form(Form((), (group,)), hw, st)[0, 0])
+                # the attention's serial max (eq. 2.15m) is compute; the streams' max overlapped
+                cat = "compute" if all(TIME_CATEGORY.get(p.name.split(".", 1)[1]) == "compute"
+                                       for b in group for p in terms(b)) else "overlapped"
+                parts[cat] = parts.get(cat, 0.0) + float(eval_form(Form((), (group,)), hw, st)[0, 0])
         times[w.name] = parts
     if all(k in row for k in AREA_PARTS):
         area = {k.removesuffix("_mm2").replace("tsv_area", "area_tsv").removeprefix("area_"): row[k] for k in AREA_PARTS}

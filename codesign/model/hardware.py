@@ -23,7 +23,18 @@ from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model import appliances, compute, engines, memory, power_cap, thermal
 from codesign.model.calibration import Calibration
-from codesign.model.units import MICRO, NANO, PICO, PRECISION_FALLBACK, GBps, GiB, MiB
+from codesign.model.units import (
+    BYTES_PER_ELEMENT,
+    GIGA,
+    MICRO,
+    NANO,
+    PICO,
+    PRECISION_FALLBACK,
+    WEIGHT_ONLY_KV_PRECISION,
+    GBps,
+    GiB,
+    MiB,
+)
 from codesign.paths import catalog_dir
 from codesign.schema import Strict, is_file, load_toml, validate
 
@@ -178,7 +189,28 @@ def enumerate_decisions(decisions: list[Any]) -> dict[str, np.ndarray]:
 
 
 def precisions_of(inst: Instance) -> list[str]:
-    return sorted({w.precision for w in inst.workloads})
+    """The precisions the instance's math runs at: each workload's, and its attention's
+    (:func:`attention_precision`), each a column ``s_per_flop@<precision>``."""
+    return sorted({w.precision for w in inst.workloads} | {attention_precision(inst, w) for w in inst.workloads})
+
+
+def attention_precision(inst: Instance, spec: Any) -> str:
+    """The precision a workload's attention (QK^T, score x V) runs at (eq. 2.15m): the KV cache's
+    (the workload's, else the engine's rule, :meth:`engines.Rules.kv_precision`), never narrower
+    than the weights': an engine quantises the query to the cache's format only where the
+    checkpoint's activations are as narrow (trtllm-bench builds FP8 context FMHA for FP8 and NVFP4
+    checkpoints, tensorrt_llm/bench/build/build.py; no engine runs an FP4 FMHA)."""
+    kv = engines.instance_rules(inst).kv_precision(spec.precision, spec.kv_precision, WEIGHT_ONLY_KV_PRECISION)
+    return kv if BYTES_PER_ELEMENT[kv] >= BYTES_PER_ELEMENT[spec.precision] else spec.precision
+
+
+def exp_limited(inst: Instance) -> bool:
+    """Whether any hardware design of the instance has a special-function (exponential) rate: a
+    catalog chip with ``sfu_exp_G_per_s`` (the 3D family's tiles have none, eq. 2.15m)."""
+    if inst.hardware.family != "catalog":
+        return False
+    chips = inst.hardware.decisions.get("chip") or [inst.hardware.chip]
+    return any(catalog.load_chip(c).sfu_exp_G_per_s is not None for c in chips)
 
 
 def hardware_table(inst: Instance, designs: dict[str, np.ndarray] | None = None) -> HardwareTable:
@@ -205,7 +237,7 @@ def _stream_split(inst: Instance, t: HardwareTable) -> None:
     (eq. 3.26). An infinite time per unit (a tier the design does not have) stays infinite in a
     part with a positive share and is 0 in a part with none (never 0·inf)."""
     o = t.features["stream_overlap"]
-    cols = [f"s_per_flop@{p}" for p in precisions_of(inst)] + ["s_per_B_local", "s_per_B_pool"]
+    cols = [f"s_per_flop@{p}" for p in precisions_of(inst)] + ["s_per_exp", "s_per_B_local", "s_per_B_pool"]
     for col in cols:
         base, _, prec = col.partition("@")
         s = t.features[col]
@@ -261,6 +293,7 @@ def _stacked_features(inst: Instance, t: HardwareTable) -> None:
         _put(t, f"s_per_flop@{prec}", 1.0 / (peak * cal.compute_efficiency_at(p)), "s per FLOP (achievable)")
         e = compute.energy_per_flop_J(c.energy_pJ_per_FLOP[p], volt, v_ref)
         _put(t, f"J_per_flop@{prec}", e, "dynamic J per FLOP")
+    _put(t, "s_per_exp", 0.0, "s per softmax exponential (0: no limit, the family has no SFU rate)")
     ref_prec = "bf16" if "bf16" in c.dense_TFLOPS_per_mm2 else next(iter(c.dense_TFLOPS_per_mm2))
     peak_ref = compute.peak_flops(area_c, clock, c.dense_TFLOPS_per_mm2[ref_prec], c.reference_clock_GHz)
     p_compute = peak_ref * compute.energy_per_flop_J(c.energy_pJ_per_FLOP[ref_prec], volt, v_ref)
@@ -401,6 +434,10 @@ def _catalog_features(inst: Instance, t: HardwareTable) -> None:
             put(f"peak_flops@{prec}", cid, peak)
             put(f"s_per_flop@{prec}", cid, 1.0 / (peak * cal.compute_efficiency_at(p)))
             put(f"J_per_flop@{prec}", cid, cal.compute_power_fraction * chip.tdp_W / peak)
+        # the softmax's exponentials on the special-function units at the compute efficiency (eq.
+        # 2.15m); 0 where the chip has no rate: no limit
+        exp_rate = chip.sfu_exp_G_per_s
+        put("s_per_exp", cid, 0.0 if exp_rate is None else 1.0 / (exp_rate * GIGA * cal.compute_efficiency))
         bw = chip.memory_bandwidth_GBps * GBps
         put("bandwidth_Bps", cid, bw)
         put("s_per_B_local", cid, 1.0 / achieved_memory_Bps(bw, cal))

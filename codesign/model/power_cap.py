@@ -141,7 +141,7 @@ def check_limits(inst: Instance, path: Path | str | None) -> None:
 def apply_caps(inst: Instance, t: Any) -> None:
     """Cap the catalog rows of a hardware table (``codesign.model.hardware.HardwareTable``) at their
     ``power_limit_fraction`` (eq. 3.20d): ``power_W`` is the cap, every precision's peak FLOP/s
-    x r and s per FLOP / r, dynamic J per FLOP x g(r)/r; memory, links and static power unchanged.
+    x r and s per FLOP (and per exponential) / r, dynamic J per FLOP x g(r)/r; memory, links and static power unchanged.
     Adds ``power_limit_W`` and ``clock_fraction``. No decision: the table is left as it is."""
     if DECISION not in t.decisions:
         return
@@ -151,7 +151,7 @@ def apply_caps(inst: Instance, t: Any) -> None:
     for name in list(t.features):
         if name.startswith("peak_flops@"):
             t.features[name] = t.features[name] * r
-        elif name.startswith("s_per_flop@"):
+        elif name.startswith("s_per_flop@") or name == "s_per_exp":  # the SFUs run at the SMs' clock
             t.features[name] = t.features[name] / r
         elif name.startswith("J_per_flop@"):
             t.features[name] = t.features[name] * cap["flop_energy_factor"]

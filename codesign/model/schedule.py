@@ -23,7 +23,7 @@ import numpy as np
 
 from codesign.model import collectives, network, overlap, routing, topology
 from codesign.model.engines import instance_rules
-from codesign.model.hardware import socket_size_of
+from codesign.model.hardware import attention_precision, exp_limited, socket_size_of
 from codesign.model.step import attention_side_elements, step_costs
 from codesign.model.units import BYTES_PER_ELEMENT, WEIGHT_ONLY_KV_PRECISION
 from codesign.model.workload import (
@@ -83,6 +83,10 @@ class ScheduleTable:
     workload: str
     decisions: dict[str, np.ndarray]
     features: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the precision the attention runs at where the step prices it apart from the other FLOPs
+    #: (columns ``<phase>.flops_attn``, ``<phase>.flops_other`` and, where the hardware has an
+    #: exponential rate, ``<phase>.exps``: eq. 2.15m); None: one compute term at the weights'
+    attention_precision: str | None = None
 
     @property
     def size(self) -> int:
@@ -268,6 +272,13 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         spec.precision, spec.kv_precision, WEIGHT_ONLY_KV_PRECISION)]
     eb = embedding_bytes_per_param(wb)  # embedding and LM head: never below 16 bit (eq. 2.14a)
 
+    # attention priced apart (eq. 2.15m): at its own precision, and against the softmax's
+    # exponentials where a chip has an exponential rate; else one compute term as before
+    attn_prec = attention_precision(inst, spec)
+    with_exps = exp_limited(inst)
+    if with_exps or attn_prec != spec.precision:
+        t.attention_precision = attn_prec
+
     # the share of a micro-batch's (and the batch's) sequences one TP rank handles on its own:
     # all of them, or under attention DP its 1/TP
     own_share = 1.0 - adp * (1.0 - 1.0 / tp)
@@ -342,6 +353,12 @@ def _features(inst: Instance, spec: WorkloadSpec, w: Workload, t: ScheduleTable)
         p2p = network.point_to_point(same_domain, message_p2p)
         has_p2p = (pp > 1).astype(float)
         f[f"{phase}.flops"] = flops
+        if t.attention_precision is not None:  # the attention's share of the FLOPs, apart (eq. 2.15m)
+            attn = np.asarray(c.flops_attn_score, dtype=float) * frac / tp
+            f[f"{phase}.flops_attn"] = attn
+            f[f"{phase}.flops_other"] = flops - attn
+            if with_exps:  # the softmax's exponentials on one rank: its heads' (or sequences') share
+                f[f"{phase}.exps"] = np.asarray(c.exponentials, dtype=float) * frac / tp
         f[f"{phase}.bytes_local"] = weights_b * w_local + kv_b * kv_local + act_b + logits_b
         # three parts of it, reported (evaluate's step breakdown), not costed apart
         f[f"{phase}.bytes_weights_local"] = weights_b * w_local

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codesign.model.evaluate import eval_form, stage_form
+from codesign.model.evaluate import attention_of, eval_form, stage_form
 from codesign.model.hardware import hardware_table
 from codesign.model.schedule import ScheduleTable, schedule_table
 
@@ -43,6 +43,8 @@ MAX_ITERATIONS = 200
 STEP_COLUMNS = ("flops", "bytes_local", "bytes_pool", "bytes_scale_up", "bytes_scale_up_in_switch",
                 "bytes_scale_up_cross", "steps_scale_up", "bytes_scale_out", "steps_scale_out", "layers",
                 "collective_steps", "sequences")
+#: the columns of a step whose attention is priced apart (eq. 2.15m), where the table has them
+ATTENTION_COLUMNS = ("flops_attn", "flops_other", "exps")
 
 
 @dataclass(frozen=True)
@@ -168,16 +170,23 @@ class MixedStep:
         self.hw = hardware_table(inst, {d.name: np.array([design[d.name]], dtype=object if isinstance(design[d.name], str)
                                                           else None) for d in inst.hardware_decisions})
         self._decisions = inst.schedule_decisions(spec.name)
-        base = self._features(np.array([0.0, 1.0]))
-        self.prefill_per_prompt = {c: base[f"prefill.{c}"][1] - base[f"prefill.{c}"][0] for c in STEP_COLUMNS}
+        base_table = self._table(np.array([0.0, 1.0]))
+        base = base_table.features
+        # the attention priced apart (eq. 2.15m) where the schedule does so: its columns mix too
+        self.attention = attention_of(base_table)
+        self.columns = STEP_COLUMNS + tuple(c for c in ATTENTION_COLUMNS if f"decode.{c}" in base)
+        self.prefill_per_prompt = {c: base[f"prefill.{c}"][1] - base[f"prefill.{c}"][0] for c in self.columns}
 
-    def _features(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+    def _table(self, batch: np.ndarray) -> ScheduleTable:
         n = len(batch)
         arrs = {d.key: np.array([self.design[d.name]] * n, dtype=object if isinstance(self.design[d.name], str) else None)
                 for d in self._decisions}
         arrs["batch"] = np.asarray(batch, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):  # the round's scale factors at batch 0
-            return schedule_table(self.inst, self.workload, arrs).features
+            return schedule_table(self.inst, self.workload, arrs)
+
+    def _features(self, batch: np.ndarray) -> dict[str, np.ndarray]:
+        return self._table(batch).features
 
     def __call__(self, decode_tokens: Any, prefill_tokens: Any) -> Any:
         """Stage-step seconds (arrays broadcast; a scalar in, a float out)."""
@@ -186,8 +195,8 @@ class MixedStep:
         d, p = np.broadcast_arrays(d, p)
         f = self._features(d.astype(float))
         share = p / self.input_tokens
-        cols = {f"decode.{c}": f[f"decode.{c}"] + share * self.prefill_per_prompt[c] for c in STEP_COLUMNS}
+        cols = {f"decode.{c}": f[f"decode.{c}"] + share * self.prefill_per_prompt[c] for c in self.columns}
         cols["one"] = np.ones_like(d)
         table = ScheduleTable(self.workload, {"batch": d}, cols)
-        out = eval_form(stage_form("decode", self.precision, "one"), self.hw, table)[0]
+        out = eval_form(stage_form("decode", self.precision, "one", attention=self.attention), self.hw, table)[0]
         return float(out[0]) if np.ndim(decode_tokens) == 0 and np.ndim(prefill_tokens) == 0 else out

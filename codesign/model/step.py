@@ -38,7 +38,8 @@ class StepCosts:
 
     Each field is a named term (float or numpy array, broadcast over the step's arguments); the
     properties are their sums. Bytes are DRAM traffic assuming no reuse across steps and perfect
-    reuse within a step (every weight read once per step). Activations (16 bit) are split into the
+    reuse within a step (every weight read once per step). ``exponentials`` counts the softmax's
+    exponentials (not FLOPs; priced on the special-function units, eq. 2.15m). Activations (16 bit) are split into the
     part every tensor-parallel rank holds whole (``bytes_act_replicated``: the hidden-size tensors
     around the all-reduces) and the part split over the ranks (``bytes_act_sharded``).
     """
@@ -62,6 +63,7 @@ class StepCosts:
     bytes_act_replicated: FloatArray
     bytes_act_sharded: FloatArray
     bytes_logits: FloatArray
+    exponentials: FloatArray
     tokens: FloatArray
     moe_layers: int
     dense_layers: int
@@ -245,6 +247,9 @@ def step_costs(
       (:func:`activation_elements`): replicated (whole on every TP rank) and sharded (split by TP).
     * bytes_logits = batch · vocab · LOGITS_BYTES_PER_ENTRY: the logits of each sequence's last new
       token from the LM head through sampling (eq. 2.15l), whole on every TP rank after the gather.
+    * exponentials = batch · Σ_layers pairs(layer) · query heads (eq. 2.15m): the softmax takes one
+      exponential per attended (query, key) pair and query head, the pairs those of
+      ``flops_attn_score`` (causal triangle, window cap); MLA's too (its heads, absorbed or not).
 
     Args:
         w: the workload.
@@ -272,6 +277,7 @@ def step_costs(
     if slid:
         pairs = pairs + slid * _attended_pairs(n, c, window)
     score = b * pairs * _score_flops_per_pair(w, c > 0)
+    exps = b * pairs * float(w.num_attention_heads)
 
     if w.moe is None:
         touched = np.zeros_like(t)
@@ -309,6 +315,7 @@ def step_costs(
         bytes_act_replicated=fit(ACTIVATION_BYTES * t * act_rep),
         bytes_act_sharded=fit(ACTIVATION_BYTES * t * act_shard),
         bytes_logits=fit(b * w.vocab_size * LOGITS_BYTES_PER_ENTRY),
+        exponentials=fit(exps),
         tokens=fit(t),
         moe_layers=lp.moe_layers,
         dense_layers=lp.dense_layers,

@@ -21,6 +21,7 @@ NANO = 1e-9
 MICRO = 1e-6
 PICO = 1e-12
 TERA = 1e12
+GIGA = 1e9
 #: bytes per second in one Tbps (a link's rate in terabits per second)
 TBPS_TO_BPS = 1e12 / 8.0
 

@@ -23,6 +23,12 @@ Per device and period (all sums over the device's layers, per-layer costs from
     link_dj   = bytes read from module j / BW_port          (one device port per attached module)
     M_d       = max(local_d, host_d, max_j link_dj)          memory streams run side by side
     stage_d   = (1 − σ_d)·(compute_d + M_d) + σ_d·max(compute_d, M_d)   (σ = stream_overlap)
+                + n_d·c_d + [last]·c_last + m·t_host                     (exposed, eq. 9.6')
+
+where a "device" is a pipeline stage of ``tp`` devices (tensor parallelism inside a stage, eq.
+9.2a: its figures are the device's with rates x tp, capacities and static power x tp, see
+:mod:`codesign.model.mapping_build`), ``c_d`` its two all-reduces per layer, ``c_last`` the last
+stage's logits all-gather and ``t_host`` the engine's host time per sequence of a step (eq. 9.2b).
 
 and the period is the slowest of the stages and of the shared appliance resources:
 
@@ -81,6 +87,20 @@ class Device:
     J_per_B_host: float
     static_W: float
     stream_overlap: float
+    #: devices of the stage (tensor parallelism inside it); every figure above is the stage's: time
+    #: per FLOP and per byte 1/tp of a device's, capacities and static power tp x (eq. 9.2a)
+    tp: int = 1
+    #: activations one layer moves through the stage's devices' memories, all tp of them, B (eq. 9.2a)
+    act_B: float = 0.0
+    #: exposed time per layer of the stage's TP collectives (two all-reduces), s; their energy, J
+    s_per_layer_comm: float = 0.0
+    J_per_layer_comm: float = 0.0
+    #: exposed time and energy of the logits all-gather, charged on the last stage only
+    s_last_comm: float = 0.0
+    J_last_comm: float = 0.0
+    #: exposed host time per period: the micro-batch's m sequences x the engine's host time per
+    #: sequence of a step (eq. 9.2b; model.md eq. 5.3's m·t_host), s
+    s_host: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -301,26 +321,30 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
     first[0] = 1.0
     last[-1] = 1.0
     li, hi = p.tier_index["local"], p.tier_index["host"]
-    local_read = (cw[:, :, li] * lay.w_read_B + ck[:, :, li] * lay.kv_read_B + n * lay.act_B
-                  + first * p.first_read_B + last * p.last_read_B)
-    host_read = cw[:, :, hi] * lay.w_read_B + ck[:, :, hi] * lay.kv_read_B
-    flops = n * lay.flops + last * p.last_flops  # (D,)
 
     def col(attr: str) -> np.ndarray:
         return np.array([getattr(x, attr) for x in dev])
 
+    local_read = (cw[:, :, li] * lay.w_read_B + ck[:, :, li] * lay.kv_read_B + n * col("act_B")
+                  + first * p.first_read_B + last * p.last_read_B)
+    host_read = cw[:, :, hi] * lay.w_read_B + ck[:, :, hi] * lay.kv_read_B
+    flops = n * lay.flops + last * p.last_flops  # (D,)
+
     compute = np.broadcast_to(flops * col("s_per_flop") + n * col("s_per_layer"), (N, D))
+    # exposed: the TP collectives (per layer; the logits gather on the last stage) and the host
+    exposed = n * col("s_per_layer_comm") + last * col("s_last_comm") + col("s_host")
     local_t = local_read * col("s_per_B_local")
     host_t = host_read * col("s_per_B_host")
+    tp = col("tp")  # a stage's tp devices each read 1/tp of its pooled bytes over their own ports
     if p.paper_mode:
-        link_t = pool_read.sum(2) / p.assumed_device_Bps
+        link_t = pool_read.sum(2) / (p.assumed_device_Bps * tp)
     elif p.modules:
-        link_t = pool_read.max(2) / p.port_Bps
+        link_t = pool_read.max(2) / (p.port_Bps * tp)
     else:
         link_t = np.zeros((N, D))
     mem_t = np.maximum(np.maximum(local_t, host_t), link_t)
     sigma = col("stream_overlap")
-    stage = (1 - sigma) * (compute + mem_t) + sigma * np.maximum(compute, mem_t)
+    stage = (1 - sigma) * (compute + mem_t) + sigma * np.maximum(compute, mem_t) + exposed
     if p.modules and not p.paper_mode:
         port_load = pool_read.sum(1) / p.port_Bps
         switch_load = pool_read.sum((1, 2)) / p.switch_Bps
@@ -346,6 +370,7 @@ def assess(p: MappingProblem, n: np.ndarray, cw: np.ndarray, ck: np.ndarray, att
         + (local_read * col("J_per_B_local")).sum(1)
         + (host_read * col("J_per_B_host")).sum(1)
         + ((cw.sum(1) * lay.w_read_B + ck.sum(1) * lay.kv_read_B) * pool_J).sum(1)
+        + (n * col("J_per_layer_comm") + last * col("J_last_comm")).sum()
     )
     energy = (dyn + (col("static_W").sum() + p.hardware_static_W) * period) / p.micro_batch
     for b in p.budgets:
@@ -385,7 +410,7 @@ def structural_violations(p: MappingProblem, design: MappingDesign) -> list[str]
                 v.append(f"attach[{d}] names module {j}; modules are 0..{p.modules - 1}")
     if p.max_devices_per_module is not None and p.modules:
         for j in range(p.modules):
-            k = sum(j in mods for mods in design.attach)
+            k = sum(p.devices[d].tp for d, mods in enumerate(design.attach[:D]) if j in mods)
             if k > p.max_devices_per_module:
                 v.append(f"module {j} has {k} devices attached, at most {p.max_devices_per_module}")
     return v

@@ -45,11 +45,12 @@ def compositions(total: int, parts: int):
 
 
 def _sharing_ok(p: MappingProblem, attach) -> bool:
-    """At most ``max_devices_per_module`` devices on any module (ports per device are already
+    """At most ``max_devices_per_module`` devices on any module, a stage's tp devices each (ports per device are already
     respected by :meth:`MappingProblem.attach_options`)."""
     if p.max_devices_per_module is None:
         return True
-    return all(sum(j in mods for mods in attach) <= p.max_devices_per_module for j in range(p.modules))
+    return all(sum(p.devices[d].tp for d, mods in enumerate(attach) if j in mods) <= p.max_devices_per_module
+               for j in range(p.modules))
 
 
 def brute_force_mapping(p: MappingProblem, deadline: float | None = None) -> BruteResult:

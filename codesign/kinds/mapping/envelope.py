@@ -59,8 +59,8 @@ def floor_energies(p: MappingProblem, dev: Device, first: bool, last: bool, t_ub
     extra_read = (p.first_read_B if first else 0.0) + (p.last_read_B if last else 0.0)
     room = dev.local_capacity_B * (1 + FEASIBILITY_RTOL) * (1 + SLACK) - fixed
     host_room = dev.host_capacity_B * (1 + FEASIBILITY_RTOL) * (1 + SLACK)
-    pool_s_per_B = (1.0 / p.assumed_device_Bps if p.paper_mode else
-                    1.0 / (p.port_Bps * dev.ports) if has_pool and p.port_Bps else 0.0)
+    pool_s_per_B = (1.0 / (p.assumed_device_Bps * dev.tp) if p.paper_mode else
+                    1.0 / (p.port_Bps * dev.ports * dev.tp) if has_pool and p.port_Bps else 0.0)
     limit = t_ub_s * (1 + SLACK)
     sigma = dev.stream_overlap
     out: list[float] = []
@@ -68,20 +68,21 @@ def floor_energies(p: MappingProblem, dev: Device, first: bool, last: bool, t_ub
         if n > max_layers:
             return None
         w, k = splits(n, w_ok)[:, None, :], splits(n, k_ok)[None, :, :]
-        local_B = lay.w_read_B * w[..., 0] + lay.kv_read_B * k[..., 0] + lay.act_B * n + extra_read
+        local_B = lay.w_read_B * w[..., 0] + lay.kv_read_B * k[..., 0] + dev.act_B * n + extra_read
         memory = np.maximum.reduce([
             local_B * dev.s_per_B_local,
             (lay.w_read_B * w[..., 1] + lay.kv_read_B * k[..., 1]) * dev.s_per_B_host,
             (lay.w_read_B * w[..., 2] + lay.kv_read_B * k[..., 2]) * pool_s_per_B,
         ])
         compute = n * (lay.flops * dev.s_per_flop + dev.s_per_layer) + (p.last_flops * dev.s_per_flop if last else 0.0)
-        stage = (1 - sigma) * (compute + memory) + sigma * np.maximum(compute, memory)
+        exposed = n * dev.s_per_layer_comm + (dev.s_last_comm if last else 0.0) + dev.s_host
+        stage = (1 - sigma) * (compute + memory) + sigma * np.maximum(compute, memory) + exposed
         fits = ((stage <= limit)
                 & (lay.w_store_B * w[..., 0] + lay.kv_store_B * k[..., 0] <= room)
                 & (lay.w_store_B * w[..., 1] + lay.kv_store_B * k[..., 1] <= host_room))
         if not fits.any():
             break
-        energy = (n * (lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local)
+        energy = (n * (lay.flops * dev.J_per_flop + dev.act_B * dev.J_per_B_local + dev.J_per_layer_comm)
                   + lay.w_read_B * (w[..., 0] * dev.J_per_B_local + w[..., 1] * dev.J_per_B_host + w[..., 2] * w_pool_J)
                   + lay.kv_read_B * (k[..., 0] * dev.J_per_B_local + k[..., 1] * dev.J_per_B_host + k[..., 2] * k_pool_J))
         out.append(float(np.min(energy[fits])))

@@ -96,11 +96,12 @@ def time_ub_s(p: MappingProblem) -> float:
     extra_B = p.first_read_B + p.last_read_B
     worst_local = max(x.s_per_B_local for x in p.devices) * extra_B
     compute = max(x.s_per_flop * (nmax * lay.flops + p.last_flops) + nmax * x.s_per_layer for x in p.devices)
-    memory = nmax * (per_layer + lay.act_B) * slowest_B + worst_local
+    exposed = max(nmax * x.s_per_layer_comm + x.s_last_comm + x.s_host for x in p.devices)
+    memory = nmax * (per_layer + max(x.act_B for x in p.devices)) * slowest_B + worst_local
     shared = 0.0
     if p.port_Bps:
         shared = p.layers * per_layer * max(1.0 / p.port_Bps, 1.0 / p.switch_Bps)
-    return 2.0 * max(compute + memory, shared)
+    return 2.0 * max(compute + memory + exposed, shared)
 
 
 def greedy_design(p: MappingProblem) -> MappingDesign:
@@ -224,7 +225,8 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
             for j in range(p.modules):
                 idx = [a[d, j] for d in range(D) if (d, j) in a]
                 if idx:
-                    mip.add_row(f"sharers[{j}]", idx, np.ones(len(idx)), ub=p.max_devices_per_module)
+                    mip.add_row(f"sharers[{j}]", idx, [float(p.devices[d].tp) for d in range(D) if (d, j) in a],
+                                ub=p.max_devices_per_module)
         # symmetry: modules numbered by their first attached device
         for j in range(1, p.modules):
             for d in range(D):
@@ -271,8 +273,8 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
         M = mip.add_var(f"M[{d}]", 0.0, t_ub)
         # local stream
         idx, val = read_terms(d, [li])
-        if lay.act_B:  # activations of every layer on the device, whatever tier holds it
-            idx, val = [n[d], *idx], [lay.act_B, *val]
+        if dev.act_B:  # activations of every layer on the device, whatever tier holds it
+            idx, val = [n[d], *idx], [dev.act_B, *val]
         const = (p.first_read_B if first else 0.0) + (p.last_read_B if last else 0.0)
 
         def scaled(per_B: str, idx=idx, val=val, const=const) -> Callable[[Device], Affine]:
@@ -286,29 +288,38 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
         if p.paper_mode:
             idx, val = read_terms(d, pooled)
             if idx:
-                mip.add_row(f"pool-link[{d}]", [M, *idx], [1.0] + [-v / p.assumed_device_Bps / tau for v in val], lb=0)
+                mip.add_row(f"pool-link[{d}]", [M, *idx], [1.0] + [-v / (p.assumed_device_Bps * dev.tp) / tau for v in val], lb=0)
         else:
             every_idx: list[int] = []
             every_val: list[float] = []
+            link_Bps = p.port_Bps * dev.tp  # the stage's tp devices each read 1/tp over their own port
             for j in range(p.modules):
                 idx, val = read_terms(d, pool_by_module[j])
                 if idx:
-                    mip.add_row(f"link[{d},{j}]", [M, *idx], [1.0] + [-v / p.port_Bps / tau for v in val], lb=0)
+                    mip.add_row(f"link[{d},{j}]", [M, *idx], [1.0] + [-v / link_Bps / tau for v in val], lb=0)
                     if (d, j) in a:  # valid cut: a link's time is at most M <= stage <= T <= t_ub, 0 unattached
                         mip.add_row(f"link-attached[{d},{j}]", [*idx, a[d, j]],
-                                    [v / p.port_Bps / tau for v in val] + [-t_ub], ub=0)
+                                    [v / link_Bps / tau for v in val] + [-t_ub], ub=0)
                     every_idx += idx
                     every_val += val
             if every_idx:
                 # valid cut: data sits on at most `ports` attached modules, each link <= M
-                mip.add_row(f"links[{d}]", [M, *every_idx], [float(dev.ports)] + [-v / p.port_Bps / tau for v in every_val], lb=0)
+                mip.add_row(f"links[{d}]", [M, *every_idx], [float(dev.ports)] + [-v / link_Bps / tau for v in every_val], lb=0)
 
         # compute (µs) = c1·n + c0
         def compute(x: Device, d=d, last=last) -> Affine:
             return [n[d]], [(lay.flops * x.s_per_flop + x.s_per_layer) / tau], (p.last_flops * x.s_per_flop / tau) if last else 0.0
+
+        # exposed (µs): the TP collectives per layer, the logits gather on the last stage, the host
+        def exposed(x: Device, d=d, last=last) -> Affine:
+            return [n[d]], [x.s_per_layer_comm / tau], (x.s_host + (x.s_last_comm if last else 0.0)) / tau
+
+        def compute_exposed(x: Device, d=d) -> Affine:
+            (i1, v1, c1), (_, v2, c2) = compute(x), exposed(x)
+            return i1, [v1[0] + v2[0]], c1 + c2
         opts = terms.options(d)
         if not any(x.stream_overlap for x in opts):
-            e_idx, e_val, e_c = terms.expr(d, compute)
+            e_idx, e_val, e_c = terms.expr(d, compute_exposed)
             mip.add_row(f"stage[{d}]", [T, *e_idx, M], [1.0, *(-v for v in e_val), -1.0], lb=e_c)
         else:  # per chip k: (1 − σ_k)(compute_k + M_k) + σ_k·U_k, U_k >= compute_k, M_k
             Ms = [M] if len(opts) == 1 else terms.split(d, M)
@@ -317,6 +328,10 @@ def build_mapping(p: MappingProblem, *, extend: Extension | None = None, t_cap_s
                 c_idx, c_val, c0 = terms.part(d, k, compute)
                 sigma = x.stream_overlap
                 tag = "" if len(opts) == 1 else f"@{k}"
+                x_idx, x_val, x0 = terms.part(d, k, exposed)
+                s_idx += x_idx
+                s_val += [-v for v in x_val]
+                s_lb += x0
                 if sigma == 0.0:
                     s_idx += [*c_idx, Ms[k]]
                     s_val += [*(-v for v in c_val), -1.0]
@@ -440,10 +455,10 @@ def _energy_per_token(p: MappingProblem, terms: DeviceTerms, n: list[int], cw: d
     for d in range(D):
         def dynamic(dev: Device, d: int = d) -> Affine:
             i_: list[int] = [n[d]]
-            v_: list[float] = [lay.flops * dev.J_per_flop + lay.act_B * dev.J_per_B_local]
+            v_: list[float] = [lay.flops * dev.J_per_flop + dev.act_B * dev.J_per_B_local + dev.J_per_layer_comm]
             c = 0.0
             if d == D - 1:
-                c += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local
+                c += p.last_flops * dev.J_per_flop + p.last_read_B * dev.J_per_B_local + dev.J_last_comm
             if d == 0:
                 c += p.first_read_B * dev.J_per_B_local
             for t in [li, hi, *pooled]:

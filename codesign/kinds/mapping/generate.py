@@ -27,6 +27,7 @@ def generate_mapping(
     assumed_device_bandwidth_GBps: float | None = None,
     max_devices_per_module: int | None = None,
     tpot_s: float | None = None,
+    tp: int = 1,
     name: str | None = None,
 ) -> dict[str, Any]:
     """A pipelined-decode mapping instance.
@@ -48,10 +49,11 @@ def generate_mapping(
         assumed_device_bandwidth_GBps: the paper's per-device pooled bandwidth (ports ignored).
         max_devices_per_module: devices that may share one module port.
         tpot_s: time-per-output-token budget.
+        tp: devices per stage (tensor parallelism inside a stage; the devices above are stages).
         name: instance name (default: derived from the sizes).
     """
-    if devices < 1 or modules < 0:
-        raise ValueError("need devices >= 1 and modules >= 0")
+    if devices < 1 or modules < 0 or tp < 1:
+        raise ValueError("need devices >= 1, modules >= 0 and tp >= 1")
     groups = []
     per, extra = divmod(devices, len(chips))
     for i, chip in enumerate(chips):
@@ -63,6 +65,7 @@ def generate_mapping(
                 "count": count,
                 "pool_ports": ports if modules else 0,
                 "host_capacity_GiB": float(host_GiB),
+                **({"tp": tp} if tp > 1 else {}),
             })
     tiers_w = [t for t in weights if (t != "pool" or modules) and (t != "host" or host_GiB > 0)]
     tiers_k = [t for t in kv if (t != "pool" or modules) and (t != "host" or host_GiB > 0)]
@@ -117,6 +120,7 @@ def generate_joint(
     tpot_s: float | None = None,
     port_static_power_W: float = 5.04,
     objective: str = "energy_per_token_J",
+    tp: int = 1,
     name: str | None = None,
 ) -> dict[str, Any]:
     """A joint (hardware and mapping) pipeline instance (formulations/mapping.md §4): ``devices``
@@ -124,19 +128,24 @@ def generate_joint(
     ``chips`` (``len(chips) ** groups`` chip assignments), optionally the module count and the ports
     per device as decisions too (lists), under a provisioned-power envelope of
     ``power_W_per_device x devices`` (875 W: at most half the devices on 1,000 W chips when the
-    others take 700 W ones) and an optional tpot budget.
+    others take 700 W ones) and an optional tpot budget. ``tp`` devices form each stage (tensor
+    parallelism inside a stage): ``devices / tp`` stages, so a single pipeline serves up to
+    ``layers x tp`` devices (256 for dense-1t at tp 2).
 
     The mapping is :func:`generate_mapping`'s (a single pipeline, so ``devices`` is at most the
     workload's layer count); the lasers' static power defaults to the Photonic Fabric Link's 5.04 W
     per lit port (as in the named joint instances).
     """
-    if not 1 <= groups <= devices:
-        raise ValueError("need 1 <= groups <= devices")
-    data = generate_mapping(devices=devices, modules=max(modules) if isinstance(modules, list) else modules,
+    if tp < 1 or devices % tp:
+        raise ValueError(f"need tp >= 1 dividing the devices, got devices {devices}, tp {tp}")
+    stages = devices // tp
+    if not 1 <= groups <= stages:
+        raise ValueError("need 1 <= groups <= devices / tp (stages)")
+    data = generate_mapping(devices=stages, modules=max(modules) if isinstance(modules, list) else modules,
                             layers=layers, workload=workload, chips=tuple(f"g{i}" for i in range(groups)), ports=1,
                             host_GiB=host_GiB, batch_per_stage=batch_per_stage, context_tokens=context_tokens,
-                            weights=tiers, kv=tiers, objective=objective, tpot_s=tpot_s,
-                            name=name or f"joint-{workload}-{devices}d-{groups}g")
+                            weights=tiers, kv=tiers, objective=objective, tpot_s=tpot_s, tp=tp,
+                            name=name or f"joint-{workload}-{devices}d-{groups}g" + (f"-tp{tp}" if tp > 1 else ""))
     for g in data["devices"]:  # the placeholder chip ids above only named and sized the groups
         g["name"], g["chip"] = g["chip"], list(chips) if len(chips) > 1 else chips[0]
         g["pool_ports"] = ports if "appliance" in data else 0
@@ -145,7 +154,8 @@ def generate_joint(
         data["appliance"]["port_static_power_W"] = port_static_power_W
     if power_W_per_device is not None:
         data.setdefault("budgets", {})["power_W"] = power_W_per_device * devices
-    data["description"] = (f"generated joint instance: {workload} over {devices} pipeline stages in {groups} groups, "
+    stages_text = f"{stages} pipeline stages of {tp} devices" if tp > 1 else f"{devices} pipeline stages"
+    data["description"] = (f"generated joint instance: {workload} over {stages_text} in {groups} groups, "
                            f"each group's chip one of {', '.join(chips)}; modules {modules}, ports {ports}")
     data["provenance"] = ("codesign.kinds.mapping.generate.generate_joint; figures from the catalog (chips, Photonic "
                           "Fabric appliance); 5.04 W per lit port as in the named joint instances")

@@ -75,6 +75,12 @@ class HardwareSpace:
     ports_per_module: int
     #: the chips of each group, in the file's order (empty: no group gives a list)
     chips: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: devices per stage of each group (``tp``; left out: 1); ``counts`` are stages
+    tp: dict[str, int] = field(default_factory=dict)
+
+    def devices(self, g: str) -> int:
+        """Devices of group g: its stages x its tp."""
+        return self.counts[g] * self.tp.get(g, 1)
 
     @property
     def joint(self) -> bool:
@@ -109,7 +115,7 @@ class HardwareSpace:
 
     def static_W(self, hw: dict[str, Any]) -> float:
         """The lit ports' static power of a hardware design (the model's ``hardware_static_W``)."""
-        lit = sum(self.counts[g] * p for g, p in hw["pool_ports"].items()) + hw.get("modules", 0) * self.ports_per_module
+        lit = sum(self.devices(g) * p for g, p in hw["pool_ports"].items()) + hw.get("modules", 0) * self.ports_per_module
         return self.port_static_W * lit
 
     def decisions(self) -> list[DecisionInfo]:
@@ -122,14 +128,15 @@ def hardware_space(inst: Any) -> HardwareSpace:
     s = inst.spec
     ports = {g.name: options(g.pool_ports) for g in s.devices}
     counts = {g.name: g.count for g in s.devices}
+    tp = {g.name: g.tp for g in s.devices}
     chips = {g.name: tuple(g.chip) if isinstance(g.chip, list) else (g.chip,) for g in s.devices}
     if not any(isinstance(g.chip, list) for g in s.devices):
         chips = {}
     if s.appliance is None:
-        return HardwareSpace((), ports, counts, 0.0, 0, chips)
+        return HardwareSpace((), ports, counts, 0.0, 0, chips, tp)
     app = catalog.load_appliance(s.appliance.id)
     mods = options(s.appliance.modules) or (app.modules,)
-    return HardwareSpace(mods, ports, counts, s.appliance.port_static_power_W or 0.0, app.ports_per_module, chips)
+    return HardwareSpace(mods, ports, counts, s.appliance.port_static_power_W or 0.0, app.ports_per_module, chips, tp)
 
 
 def key(hw: dict[str, Any]) -> tuple:
@@ -277,14 +284,14 @@ def formulate(prob: Any, *, envelopes: bool = True) -> Formulation:
             w = [space.port_static_W * space.ports_per_module * m for m in space.modules]
             families.append(("modules", space.modules, w, w))
         for g, opts in space.ports.items():
-            w = [space.port_static_W * space.counts[g] * v for v in opts]
+            w = [space.port_static_W * space.devices(g) * v for v in opts]
             families.append((g, opts, w, w))
         if chips is not None:
             for g, ids in space.chips.items():
                 d = chips.groups.index(g)
                 static = [space.counts[g] * prob.problem_at({**space.largest(), "chip": {**space.largest()["chip"], g: c}})
                           .devices[d].static_W for c in ids]
-                families.append((f"chip[{g}]", ids, static, [space.counts[g] * catalog.load_chip(c).tdp_W for c in ids]))
+                families.append((f"chip[{g}]", ids, static, [space.devices(g) * catalog.load_chip(c).tdp_W for c in ids]))
                 for k, var in enumerate(chips.y.get(g, [])):
                     y[f"chip[{g}]", k] = var
         idx: list[int] = []

@@ -12,6 +12,7 @@ from codesign import catalog
 from codesign.kinds.base import Lint
 from codesign.kinds.mapping.spec import MappingInstance
 from codesign.model.calibration import CalibrationSet
+from codesign.model.engines import rules_of
 from codesign.model.mapping import MappingProblem
 from codesign.model.units import GiB
 
@@ -40,27 +41,33 @@ def summary(inst: MappingInstance, p: MappingProblem) -> dict[str, Any]:
     }
 
 
-def host_term_lints(chips: list[str], calibration: CalibrationSet) -> list[Lint]:
-    """A warning per chip whose calibration sets a host time per sequence (``host_us_per_sequence``,
-    fitted only by ``codesign calibrate --fit-host``): the mapping and placement models have no
-    host term (model.md eq. 5.3 is the design model's), so their step times leave it out."""
+def host_term_lints(chips: list[str], calibration: CalibrationSet, engine: str | None = None) -> list[Lint]:
+    """A warning per chip with a host time per sequence of a step that the model kind leaves out:
+    the calibration's (``host_us_per_sequence``, fitted only by ``codesign calibrate --fit-host``),
+    which only the design model charges (model.md eq. 5.3), plus, for a kind that does not charge
+    it either, ``engine``'s (its profile's ``host_us_per_sequence``; the mapping model charges the
+    engine's, eq. 9.2b, and passes None)."""
     out = []
     for chip in sorted(set(chips)):
-        host_us = calibration.for_chip(chip).host_us_per_sequence
+        cal_us = calibration.for_chip(chip).host_us_per_sequence
+        eng_us = 0.0 if engine is None else rules_of(engine, chip, catalog.load_chip(chip).memory_capacity_GiB).host_us_per_sequence
+        host_us = cal_us + eng_us
         if host_us > 0:
+            parts = [f"the calibration {calibration.name} gives {chip} a host time of {cal_us:g} µs" if cal_us else "",
+                     f"engine {engine} one of {eng_us:g} µs" if eng_us else ""]
             out.append(Lint(
                 "host-term-not-modelled", "warning",
-                f"the calibration {calibration.name} gives {chip} a host time of {host_us:g} µs per sequence of a "
-                "step; this model kind leaves it out (only the design model charges it, eq. 5.3), so its step "
-                "times leave out that time x the sequences of each step",
-                {"host_us_per_sequence": host_us},
+                f"{' and '.join(x for x in parts if x)} per sequence of a step; this model kind leaves "
+                f"{'them' if cal_us and eng_us else 'it'} out, so its step times leave out {host_us:g} µs x the "
+                "sequences of each step",
+                {"host_us_per_sequence": host_us, "calibration_us": cal_us, "engine_us": eng_us},
             ))
     return out
 
 
 def lints(inst: MappingInstance) -> list[Lint]:
     """The paper-assumption check (a per-device pooled bandwidth its ports cannot carry) and the
-    calibration's host term, which this model kind does not charge."""
+    calibration's host term, which this model kind does not charge (the engine's it does: eq. 9.2b)."""
     s = inst.spec
     out = host_term_lints([c for g in s.devices for c in (g.chip if isinstance(g.chip, list) else [g.chip])],
                           inst.calibration)
@@ -68,7 +75,7 @@ def lints(inst: MappingInstance) -> list[Lint]:
         return out
     app = catalog.load_appliance(s.appliance.id)
     bw = s.appliance.assumed_device_bandwidth_GBps
-    devices = sum(g.count for g in s.devices)
+    devices = sum(g.count * g.tp for g in s.devices)
     ports = max(g.pool_ports for g in s.devices) or 1
     port = app.port_bandwidth_GBps * app.ports_per_module
     if bw > ports * port:

@@ -24,7 +24,7 @@ from codesign import catalog
 from codesign.errors import InputError, did_you_mean
 from codesign.model.calibration import CalibrationSet, shipped
 from codesign.model.mapping_budgets import parse_mapping_budget
-from codesign.model.mapping_build import engine_rules
+from codesign.model.mapping_build import engine_rules, tp_reason
 from codesign.model.units import Precision
 from codesign.model.workload import layer_weight_params, load_workload
 from codesign.paths import instances_dir
@@ -72,12 +72,16 @@ class WorkloadPart(Strict):
 
 
 class DeviceGroup(Strict):
-    """``count`` identical devices, consecutive in pipeline order."""
+    """``count`` identical pipeline stages of ``tp`` devices each, consecutive in pipeline order."""
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     #: a catalog chip id; a list: a hardware decision over those chips (the whole group gets the chosen one)
     chip: str | list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    #: pipeline stages of the group, consecutive in pipeline order
     count: PositiveInt
+    #: devices per stage (tensor parallelism inside a stage, formulations/mapping.md eq. 9.2a): the
+    #: group has count x tp devices; tp divides the workload's KV heads, within the chip's scale-up domain
+    tp: PositiveInt = 1
     #: optical ports to the appliance (each attaches to one module); 0 = not attached; a list: a
     #: hardware decision over those counts (every device of the group gets the chosen one)
     pool_ports: Ports | list[Ports] = 0
@@ -287,6 +291,8 @@ def _check_references(spec: MappingFile, source: Path | str | None) -> None:
         for c in g.chip if isinstance(g.chip, list) else [g.chip]:
             if c not in chips:
                 raise InputError(f"unknown chip {c!r}", file=source, key=f"devices[{i}].chip", value=c, suggestion=did_you_mean(c, chips))
+            if (why := tp_reason(w, g.tp, catalog.load_chip(c))) is not None:
+                raise InputError(why, file=source, key=f"devices[{i}].tp", value=g.tp)
     if spec.workload.layers is not None and spec.workload.layers > w.num_layers:
         raise InputError(
             f"the model has {w.num_layers} layers", file=source, key="workload.layers", value=spec.workload.layers, expected=f"<= {w.num_layers}"

@@ -346,6 +346,7 @@ def solve(
     write_model: str | Path | None = None,
     check: bool = True,
     options: Mapping[str, Any] | None = None,
+    objective_bound: float | None = None,
 ) -> SolveResult:
     """Solve ``mip`` with HiGHS.
 
@@ -361,6 +362,11 @@ def solve(
         write_model: write the lowered model to this path (``.lp`` or ``.mps``) before solving.
         check: re-check the returned x against the MIP and warn about violated rows.
         options: any other HiGHS options, by HiGHS name.
+        objective_bound: seek only solutions whose objective (MIP units, constant included) is
+            below this (HiGHS's ``objective_bound``, scaled as the objective is): nodes whose LP
+            bound reaches it are pruned as if an incumbent of that value were known. "infeasible"
+            then says no solution is below it; the bound returned is at most it (see
+            :func:`_result`). Ignored for a model without integer columns.
 
     Raises:
         LoweringError: see :func:`lower`.
@@ -387,6 +393,10 @@ def solve(
         parameters["threads"] = int(threads)
     if random_seed is not None:
         parameters["random_seed"] = int(random_seed)
+    mip_bound = None
+    if objective_bound is not None and (model.integrality == HIGHS_INTEGER).any():
+        mip_bound = float(objective_bound)
+        parameters["objective_bound"] = mip_bound * model.objective_scale
     parameters.update(options or {})
     h.cbLogging.subscribe(lambda e: log.write(e.message))
     for name, value in parameters.items():
@@ -394,6 +404,8 @@ def solve(
             raise ValueError(f"HiGHS rejected option {name}={value!r}")
     recorded = dict(parameters)
     recorded["mip_abs_gap"] = float(mip_abs_gap)  # in MIP units, as the caller stated it
+    if mip_bound is not None:
+        recorded["objective_bound"] = mip_bound  # in MIP units, as the caller stated it
     recorded["gap_float_noise"] = GAP_FLOAT_NOISE
     recorded["objective_scale"] = model.objective_scale
     recorded["big_m_max"] = model.big_m_max
@@ -446,7 +458,7 @@ def solve(
             warnings=warnings,
             **base,
         )
-    return _result(mip, model, h, run.interrupted, start_time, log, warnings, base, check)
+    return _result(mip, model, h, run.interrupted, start_time, log, warnings, base, check, mip_bound)
 
 
 def _result(
@@ -459,8 +471,19 @@ def _result(
     warnings: list[str],
     base: dict[str, Any],
     check: bool,
+    objective_bound: float | None = None,
 ) -> SolveResult:
-    """Translate HiGHS's state after ``run`` into a :class:`SolveResult`."""
+    """Translate HiGHS's state after ``run`` into a :class:`SolveResult`.
+
+    With an ``objective_bound`` B (MIP units) HiGHS starts its ``upper_limit`` at B, as if an
+    incumbent of value B were known, prunes every node whose LP bound reaches it
+    (``HighsNodeQueue::performBounding``) and calls the model "Infeasible" when it keeps no
+    solution: no solution is below B (within its tolerances, as any of its proofs). It may also keep
+    a solution it came across at or above B and call that "Optimal", reporting the solution's value
+    as its bound, which holds only for the solutions below B: that outcome is "infeasible" too (no
+    solution below B), with the solution kept in ``x`` for the caller to judge. The bound returned
+    is at most B.
+    """
     model_status = h.getModelStatus()
     info = h.getInfo()
     words = h.modelStatusToString(model_status)
@@ -480,9 +503,20 @@ def _result(
         bound = float(info.objective_function_value) / scale
     else:
         bound = None
+    if objective_bound is not None and bound is not None:
+        bound = min(bound, objective_bound)  # what HiGHS proved holds below B only
 
     status: Status
-    if model_status == _MS.kOptimal and has_x:
+    if objective_bound is not None and model_status == _MS.kInfeasible and not interrupted:
+        status, bound = "infeasible", None
+        termination = f"Infeasible: no solution has objective below the objective bound {objective_bound:.12g}"
+    elif objective_bound is not None and model_status == _MS.kOptimal and has_x and (
+            float(info.objective_function_value) / scale >= objective_bound):
+        # a solution HiGHS came across at or above B, every node below B pruned
+        status, bound = "infeasible", None
+        termination = (f"Infeasible: no solution has objective below the objective bound {objective_bound:.12g} "
+                       f"(HiGHS: Optimal, keeping a solution at {info.objective_function_value / scale:.12g})")
+    elif model_status == _MS.kOptimal and has_x:
         solver_objective = float(info.objective_function_value) / scale
         rel = float(base["parameters"]["mip_rel_gap"])
         absolute = float(base["parameters"]["mip_abs_gap"])

@@ -13,6 +13,13 @@ CP-SAT rounds coefficients onto integer grids), and both have returned wrong ans
    proven bound above that cutoff) ends the run as *optimal*. The bound then stated is the best
    verified value: "no design is better by more than the tie tolerance".
 
+HiGHS is handed each cutoff twice: as the row, and as its ``objective_bound`` option, which
+starts its search as if a design of the cutoff's value were known, so that it prunes every node
+whose LP bound reaches the cutoff (a round without an incumbent otherwise explores nodes an
+incumbent would have cut). Its "no solution below the objective bound" is then the round's
+"infeasible" (:func:`codesign.backends.highs.solve`); a design it kept at or above the bound is
+still judged by the model.
+
 A solve that a time limit or Ctrl-C stops keeps its best verified design and the best bound a
 round proved. A CP-SAT "infeasible" is checked by HiGHS on the real-valued MIP (CP-SAT has
 called a feasible instance infeasible). Rows and variables the run adds are removed after it.
@@ -54,6 +61,9 @@ AUTO = "auto"
 #: ``--threads`` is at most this many per core (and at least 64 is allowed)
 THREADS_PER_CORE = 8
 
+#: backends handed each cutoff as an objective bound too (``objective_bound``: only designs below
+#: it are sought, and "infeasible" says there are none)
+OBJECTIVE_BOUND_SOLVERS = ("highs",)
 #: a round a backend answers with an error is solved once more with these options
 RETRY_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"options": {"presolve": "off"}}}
 
@@ -172,9 +182,13 @@ def run(
     mip, unit = form.mip, form.objective_unit
     feasibility_only = len(mip.obj_idx) == 0
     mark = mip.checkpoint()
+    # the objective (MIP units, constant included) a design must be below to be sought; HiGHS's
+    # objective_bound is strict, so a given cutoff ("at most") is the next float up
+    bar: float | None = None
     if cutoff is not None:
         idx, val = lin.add((mip.obj_idx, mip.obj_val))
         mip.add_row("driver-cutoff[given]", idx, val, ub=cutoff / unit - mip.obj_constant)
+        bar = math.nextafter(cutoff / unit, math.inf)
     opts: dict[str, Any] = {**form.backend_options.get(solver, {}), "verbose": verbose}
     if threads is not None:
         opts["threads"] = threads
@@ -194,9 +208,23 @@ def run(
     def tie(value: float, rtol: float) -> float:
         return max(rtol * abs(value), abs_tol)
 
+    def exclude(x: Any, reached: bool) -> None:
+        """Exclude design ``x`` and ask for one that beats the best verified (once the bound
+        reaches it, by more than the tie tolerance): a no-good, a cutoff row, HiGHS's bound."""
+        nonlocal bar, confirmed
+        lin.nogood(mip, f"driver-nogood[{rounds}]", form.design_vars, x[form.design_vars], onehot=form.onehot)
+        if best is not None:
+            margin = tie(best_f, CONFIRM_RTOL) if reached else 0.0
+            confirmed = best_f if reached else None
+            idx, val = lin.add((mip.obj_idx, mip.obj_val))
+            mip.add_row(f"driver-cutoff[{rounds}]", idx, val, ub=(best_f - margin) / unit - mip.obj_constant)
+            bar = (best_f - margin) / unit
+
     try:
         while rounds < MAX_ROUNDS:
             o = dict(opts)
+            if bar is not None and solver in OBJECTIVE_BOUND_SOLVERS:
+                o["objective_bound"] = bar
             if time_limit is not None:
                 left = time_limit - (time.perf_counter() - t0)
                 if left <= 0 and res is not None:
@@ -215,6 +243,14 @@ def run(
             nodes += res.nodes or 0
             termination = res.termination
             interrupted = str(res.termination).startswith("interrupted")
+            if res.status == "infeasible" and res.x is not None and bar is not None and not interrupted:
+                # HiGHS kept a design at or above the objective bound, and none below it: the
+                # model prices it too; one it puts below the cutoff is the best, to be confirmed
+                accepted, f, assessment = judge(form.decode(res.x))
+                if accepted and f < bar * unit and f < best_f and (cutoff is None or f <= cutoff):
+                    best_f, best, bound = f, assessment, f  # nothing else is below the bound
+                    exclude(res.x, reached=True)
+                    continue
             if res.status == "infeasible":
                 if best is None and confirm_infeasible is not None and not interrupted:
                     confirm_infeasible(None if time_limit is None else
@@ -267,12 +303,7 @@ def run(
             # exclude this design and ask for one that beats the best verified; once the bound
             # reaches it, ask for one better by more than the tie tolerance (a solver's bound alone
             # is not the proof: HiGHS has called designs 1e-6 to 2e-5 worse optimal with gap 0)
-            lin.nogood(mip, f"driver-nogood[{rounds}]", form.design_vars, x[form.design_vars], onehot=form.onehot)
-            if best is not None:
-                margin = tie(best_f, CONFIRM_RTOL) if reached else 0.0
-                confirmed = best_f if reached else None
-                idx, val = lin.add((mip.obj_idx, mip.obj_val))
-                mip.add_row(f"driver-cutoff[{rounds}]", idx, val, ub=(best_f - margin) / unit - mip.obj_constant)
+            exclude(x, reached)
         else:
             status = "feasible" if best else "no_solution"
             termination = f"stopped after {MAX_ROUNDS} rounds"

@@ -108,3 +108,64 @@ def test_an_exported_objective_is_unscaled(tmp_path):
     export(mip, tmp_path / "si.mps", "mps")
     value, _ = _read_back(tmp_path / "si.mps")
     assert value == pytest.approx(optimum, rel=1e-9)
+
+
+def _pick_two(constant: float = 0.0) -> MIP:
+    """Binaries a, b, c with costs 3, 5, 7 (plus ``constant``), at least two chosen: the optimum is
+    a + b = 8 (+ constant); the next designs are a + c = 10 and b + c = 12."""
+    mip = MIP("pick-two")
+    v = [mip.add_binary(n) for n in "abc"]
+    mip.add_row("two", v, [1.0, 1.0, 1.0], lb=2.0)
+    mip.set_objective(v, [3.0, 5.0, 7.0], constant=constant)
+    return mip
+
+
+@pytest.mark.parametrize("constant", [0.0, 100.0])
+def test_an_objective_bound_above_the_optimum_still_finds_it(constant):
+    """Bound 8.5 (+ constant) in MIP units: the optimum 8 is below it and is returned as usual
+    (HiGHS is handed the bound times the objective's power-of-two scale, 1/4 here)."""
+    from codesign.backends.highs import solve
+
+    r = solve(_pick_two(constant), objective_bound=8.5 + constant)
+    assert r.status == "optimal"
+    assert list(r.x) == [1.0, 1.0, 0.0] and r.objective == 8.0 + constant and r.bound == 8.0 + constant
+    assert r.parameters["objective_bound"] == 8.5 + constant
+
+
+@pytest.mark.parametrize("constant", [0.0, 100.0])
+@pytest.mark.parametrize("given", [8.0, 7.9, 2.0])
+def test_an_objective_bound_at_or_below_the_optimum_is_infeasible(constant, given):
+    """No design is below 8 (+ constant): "infeasible", saying so. A bound of 7.9 read in HiGHS's
+    scaled units (a quarter of the MIP's) would have let the optimum 8 through."""
+    from codesign.backends.highs import solve
+
+    r = solve(_pick_two(constant), objective_bound=given + constant)
+    assert r.status == "infeasible" and r.bound is None
+    # HiGHS may keep a solution it met at the bound (at 8, the optimum itself): never below it
+    assert r.x is None or r.objective >= given + constant
+    assert r.termination.startswith(f"Infeasible: no solution has objective below the objective bound {given + constant:.12g}")
+
+
+def test_a_better_design_below_the_bound_is_not_called_infeasible():
+    """With a + b excluded (a + b <= 1), the best left is a + c = 10: a bound of 10.5 finds it, a
+    bound of 10 (nothing strictly below) does not."""
+    from codesign.backends.highs import solve
+
+    mip = _pick_two()
+    mip.add_row("not-a-and-b", [0, 1], [1.0, 1.0], ub=1.0)
+    r = solve(mip, objective_bound=10.5)
+    assert r.status == "optimal" and list(r.x) == [1.0, 0.0, 1.0] and r.objective == 10.0
+    assert solve(mip, objective_bound=10.0).status == "infeasible"
+
+
+def test_an_objective_bound_is_ignored_without_integer_columns():
+    """A pure LP (min x, x >= 2): HiGHS's dual simplex would stop at the bound with no proof
+    vocabulary of ours; the bound is not handed over and the LP optimum 2 comes back."""
+    from codesign.backends.highs import solve
+
+    mip = MIP("lp")
+    x = mip.add_var("x", 0.0, 10.0)
+    mip.add_row("floor", [x], [1.0], lb=2.0)
+    mip.set_objective([x], [1.0])
+    r = solve(mip, objective_bound=1.0)
+    assert r.status == "optimal" and r.objective == 2.0 and "objective_bound" not in r.parameters

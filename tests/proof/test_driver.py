@@ -262,3 +262,58 @@ def test_a_round_the_limit_stops_says_so_when_the_solver_does_not(named, monkeyp
     # without a limit the solver's own words stand
     sol = driver.solve(named("tiny-placement-mixtral"), solver="cpsat")
     assert sol.status == "feasible" and sol.termination == "FEASIBLE"
+
+
+def test_highs_is_handed_each_cutoff_as_its_objective_bound_and_still_proves(monkeypatch):
+    """Choice of costs 5, 3, 4, 1, 2: round 1 proves item 3 (cost 1); the confirming round asks
+    for a design below 1 - CONFIRM_RTOL both by the row and by HiGHS's objective_bound, finds
+    none ("infeasible", in HiGHS's words about the bound), and the run ends optimal at 1."""
+    real, calls = driver.backend_solve, []
+
+    def spy(mip, solver, **o):
+        calls.append(o.get("objective_bound"))
+        return real(mip, solver, **o)
+
+    monkeypatch.setattr(driver, "backend_solve", spy)
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs")
+    assert r.status == "optimal" and r.best.design == {"item": 3} and r.bound == 1.0
+    assert calls == [None, 1.0 - CONFIRM_RTOL]
+    assert "no solution has objective below the objective bound" in r.termination
+
+
+@pytest.mark.parametrize(("cutoff", "item"), [(2.5, 3), (1.0, 3), (2.0, 3), (0.5, None)])
+def test_a_given_cutoff_as_an_objective_bound_keeps_the_designs_at_most_it(cutoff, item):
+    """A given cutoff keeps the designs at most it: 2.5 and 2 leave items 3 and 4 (costs 1, 2),
+    1.0 leaves item 3 exactly at it (HiGHS's bound is strict: it is handed the next float up);
+    below 1 nothing is left."""
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs", cutoff=cutoff)
+    if item is None:
+        assert r.status == "infeasible" and r.best is None
+    else:
+        assert r.status == "optimal" and r.best.design == {"item": item} and r.best_internal == 1.0
+
+
+def test_a_design_highs_keeps_at_its_objective_bound_is_still_judged(monkeypatch):
+    """HiGHS may keep a design at or above its objective bound and call the round infeasible
+    below it. The model decides: here the judge prices item 0 at 0.5 (the MIP says 5), so the
+    confirming round's kept item 0 becomes the best and is confirmed by one more round."""
+    real, kept = driver.backend_solve, []
+
+    def keeps_item_0(mip, solver, **o):
+        res = real(mip, solver, **o)
+        if o.get("objective_bound") is not None and not kept:
+            kept.append(o["objective_bound"])
+            x = np.zeros(len(mip.vars))
+            x[0] = 1.0
+            res = dataclasses.replace(res, status="infeasible", x=x, raw_x=x, objective=5.0, bound=None)
+        return res
+
+    monkeypatch.setattr(driver, "backend_solve", keeps_item_0)
+    prices = [0.5, 3.0, 4.0, 1.0, 2.0]
+    r = run(choice(), judge_by(lambda d: prices[d["item"]]), "highs")
+    assert r.status == "optimal" and r.best.design == {"item": 0} and r.best_internal == 0.5
+    assert r.rounds == 3 and r.bound == 0.5
+    # and a kept design the model does not put below the bound ends the run as before
+    kept.clear()
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs")
+    assert r.status == "optimal" and r.best.design == {"item": 3} and r.rounds == 2

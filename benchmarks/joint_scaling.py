@@ -6,8 +6,10 @@ The series (:func:`codesign.kinds.mapping.generate.generate_joint`): dense-1t (1
 or B200: 81 chip assignments), 4 Photonic Fabric modules, one optical port per GPU, the layer split,
 each layer's weight and KV tier (HBM, a module's HBM or DDR) and each port's module decided in the
 same MIP; least energy per token within a provisioned-power envelope of 875 W per GPU (at most two groups of
-B200s). A single pipeline holds at least one layer per stage, so 128 stages is the series' end:
-256 devices is not an instance of the mapping kind.
+B200s). A single pipeline holds at least one layer per stage, so 128 stages is its end; beyond it a
+stage is a TP group (formulations/mapping.md eq. 9.2a): ``--devices 256`` is 128 stages of 2 GPUs
+(``--tp``; default: 1 up to 128 devices, else the least that keeps a stage per layer), each layer
+adding two all-reduces over NVLink.
 
 Per instance:
 
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import statistics
 import sys
 import time
@@ -75,8 +78,25 @@ PENALTY_S = 1e3
 FIGURE = HERE / "figures" / "joint_scaling.png"
 
 
-def instance(devices: int) -> Mapping:
-    return Mapping.from_data(generate_joint(devices=devices, **SETTINGS), source=f"generate_joint(devices={devices})")
+#: dense-1t's decoder layers: the most stages of one pipeline
+LAYERS = 128
+
+
+def tp_of(devices: int, tp: int | None) -> int:
+    """The TP degree of a size: the one given, else 1 up to LAYERS devices, else the least power of 2
+    that keeps a stage per layer."""
+    if tp is not None:
+        return tp
+    t = 1
+    while devices > LAYERS * t:
+        t *= 2
+    return t
+
+
+def instance(devices: int, tp: int = 1) -> Mapping:
+    extra = {"tp": tp} if tp > 1 else {}
+    return Mapping.from_data(generate_joint(devices=devices, **SETTINGS, **extra),
+                             source=f"generate_joint(devices={devices}{f', tp={tp}' if tp > 1 else ''})")
 
 
 def log10(n: int) -> float:
@@ -246,11 +266,16 @@ def tpe(p: Mapping, opt_internal: float | None, budget_s: float, seed: int) -> d
 
 
 def row(devices: int, a: argparse.Namespace) -> dict[str, Any]:
-    p = instance(devices)
-    out: dict[str, Any] = {"name": p.name, "devices": devices, "options": len(p.hardware.choices()),
+    tp = tp_of(devices, a.tp)
+    p = instance(devices, tp)
+    out: dict[str, Any] = {"name": p.name, "devices": devices, "tp": tp, "stages": devices // tp,
+                           "options": len(p.hardware.choices()),
                            "space_log10": log10(p.space_size()), "metric": p.metric, "sense": p.sense}
     print(f"{p.name}: {out['options']} hardware options, 1e{out['space_log10']:.0f} points", flush=True)
     cd = codesign(p, a.repeats, a.time_limit)
+    # peak resident memory so far (Linux: KiB): this process (the build, in-process solvers) and its children
+    cd["peak_rss_MiB_self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    cd["peak_rss_MiB_children"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     out["codesign"] = cd
     t = cd["median_time_s"]
     print(f"  codesign ({cd['solver']}): {[r['status'] for r in cd['runs']]} {cd['objective']} in {t:.2f} s", flush=True)
@@ -276,6 +301,11 @@ def row(devices: int, a: argparse.Namespace) -> dict[str, Any]:
         print(f"  TPE ({budget:.0f} s/seed): within 1 % on {len(hits)}/{len(seeds)} seeds; "
               f"gaps {[None if s['gap_at_end'] is None else round(s['gap_at_end'], 4) for s in seeds]}", flush=True)
     return out
+
+
+def figure_of(out: Path) -> Path:
+    """The figure of a results file: figures/joint_scaling.png for the default, else one named after it."""
+    return FIGURE if out.resolve() == (RESULTS / "joint_scaling.json").resolve() else FIGURE.with_name(f"{out.stem}.png")
 
 
 def plot(doc: dict[str, Any], path: Path = FIGURE) -> Path:
@@ -309,7 +339,7 @@ def plot(doc: dict[str, Any], path: Path = FIGURE) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(x, [str(v) for v in x])
-    ax.set_xlabel("devices (pipeline stages), 81 chip assignments each")
+    ax.set_xlabel("devices (pipeline stages; beyond 128: stages of TP 2), 81 chip assignments each")
     ax.set_ylabel("seconds")
     ax.set_title("Joint chip choice and mapping (dense-1t): time to the optimum")
     ax.grid(True, which="both", alpha=0.3)
@@ -404,7 +434,9 @@ def section(doc: dict[str, Any] | None) -> dict[str, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="8 and 16 devices; decomposition cap 30 s, TPE cap 15 s")
-    ap.add_argument("--devices", type=int, nargs="*", help="the sizes (default: 8 16 32 64 128)")
+    ap.add_argument("--devices", type=int, nargs="*", help="the sizes (default: 8 16 32 64 128; 256 is 128 stages of TP 2)")
+    ap.add_argument("--tp", type=int, default=None,
+                    help="devices per stage (default: 1 up to 128 devices, else the least power of 2 keeping a stage per layer)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=150.0, help="codesign's limit per solve")
@@ -416,11 +448,15 @@ def main() -> None:
     ap.add_argument("--plot-only", action="store_true")
     a = ap.parse_args()
     if a.plot_only:
-        print(f"wrote {plot(json.loads(a.out.read_text()))}")
+        print(f"wrote {plot(json.loads(a.out.read_text()), figure_of(a.out))}")
         return
     a.decomp_cap = a.decomp_cap or (30.0 if a.quick else 60.0)
     a.tpe_cap = a.tpe_cap or (15.0 if a.quick else 30.0)
     sizes = a.devices or (QUICK if a.quick else SERIES)
+    for d in sizes:
+        t = tp_of(d, a.tp)
+        if t < 1 or d % t or not 4 <= d // t <= LAYERS:  # SETTINGS: 4 groups of stages
+            ap.error(f"--devices {d} with tp {t}: need tp dividing the devices into 4..{LAYERS} stages")
     t0 = time.perf_counter()
     rows = []
     for d in sizes:
@@ -429,7 +465,7 @@ def main() -> None:
                "repeats": a.repeats, "seeds": a.seeds, "time_limit_s": a.time_limit, "decomp_cap_s": a.decomp_cap,
                "tpe_cap_s": a.tpe_cap, "instances": rows, "wall_s": time.perf_counter() - t0}
         write_json_atomic(a.out, doc)  # after every size: a long run keeps what it measured
-    print(f"wrote {a.out} and {plot(doc)}")
+    print(f"wrote {a.out} and {plot(doc, figure_of(a.out))}")
 
 
 if __name__ == "__main__":

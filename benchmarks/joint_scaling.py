@@ -304,8 +304,9 @@ def row(devices: int, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def figure_of(out: Path) -> Path:
-    """The figure of a results file: figures/joint_scaling.png for the default, else one named after it."""
-    return FIGURE if out.resolve() == (RESULTS / "joint_scaling.json").resolve() else FIGURE.with_name(f"{out.stem}.png")
+    """The figure of a results file: figures/<its name>.png for one in results/ (joint_scaling.png for the
+    default), else a .png beside it."""
+    return FIGURE.with_name(f"{out.stem}.png") if out.resolve().parent == RESULTS.resolve() else out.with_suffix(".png")
 
 
 def plot(doc: dict[str, Any], path: Path = FIGURE) -> Path:

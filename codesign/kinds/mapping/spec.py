@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_serializer, model_validator
 
 from codesign import catalog
 from codesign.errors import InputError, did_you_mean
@@ -96,6 +96,15 @@ class DeviceGroup(Strict):
     @classmethod
     def _distinct(cls, value: Any) -> Any:
         return distinct(value)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        """The content without ``tp`` at its default 1: a file that does not state it dumps (and
+        hashes, so its records' ``instance_hash``) as before tensor parallelism in a stage."""
+        out = handler(self)
+        if out.get("tp") == 1:
+            out.pop("tp")
+        return out
 
 
 class AppliancePart(Strict):

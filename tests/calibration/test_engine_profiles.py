@@ -127,33 +127,33 @@ def test_deepstacks_vllm_rows_take_the_vllm_profile_and_its_all_reduce_by_size(t
     assert l40s.rules.allreduce is None and l40s.rules.allreduce_bands is None
 
 
-# --- the engine's host time per sequence (trtllm-1.x: 21 us; eq. 5.3's host term) -------------------
+# --- the engine's host time per sequence (trtllm-1.x: 20 us; eq. 5.3's host term) -------------------
 V1X = "NVIDIA/TensorRT-LLM@585c756579dc4d01f21fc13c2f604cdb461ac4f0:docs/source/developer-guide/perf-overview.md"
 
 
 def test_both_1x_overviews_run_the_1x_profile(tmp_path):
     rows = _rows(tmp_path, [csv_row("a", source=V1), csv_row("b", source=V1X), csv_row("c", source=OVERVIEW)])
     assert {i: r.engine for i, r in rows.items()} == {"a": "trtllm-1.x", "b": "trtllm-1.x", "c": "trtllm-0.14"}
-    assert [r.rules.host_us_per_sequence for r in rows.values()] == [21.0, 21.0, 0.0]
+    assert [r.rules.host_us_per_sequence for r in rows.values()] == [20.0, 20.0, 0.0]
 
 
-def test_a_1x_rows_steps_pay_21_us_per_sequence_and_the_fit_holds_it(tmp_path):
-    """Llama 8B on one H100 at 16 sequences: each step pays 16 x 21 us = 336 us under trtllm-1.x,
+def test_a_1x_rows_steps_pay_20_us_per_sequence_and_the_fit_holds_it(tmp_path):
+    """Llama 8B on one H100 at 16 sequences: each step pays 16 x 20 us = 320 us under trtllm-1.x,
     nothing under trtllm-0.14. The terms carry it as a modelled time (``engine_host``), not a
-    calibration field, so a calibration's own host time adds on top: 16 x (21 + 10) us = 496 us."""
+    calibration field, so a calibration's own host time adds on top: 16 x (20 + 10) us = 480 us."""
     rows = _rows(tmp_path, [csv_row("new", source=V1), csv_row("old", source=OVERVIEW)])
     cal = shipped().for_chip("h100-sxm").model_dump()
     t_new, t_old = row_terms(rows["new"], 16), row_terms(rows["old"], 16)
     for phase in ("prefill", "decode"):
         new, old = getattr(t_new, phase), getattr(t_old, phase)
         assert new["sequences"] == old["sequences"] == 16
-        assert new["engine_host"] == pytest.approx(336e-6, rel=1e-12)
+        assert new["engine_host"] == pytest.approx(320e-6, rel=1e-12)
         assert old["engine_host"] == 0.0
         no_host = new | {"engine_host": 0.0}
-        assert step_time(new, cal) - step_time(no_host, cal) == pytest.approx(336e-6, rel=1e-9)
+        assert step_time(new, cal) - step_time(no_host, cal) == pytest.approx(320e-6, rel=1e-9)
         assert step_time(new, cal | {"host_us_per_sequence": 10.0}) - step_time(no_host, cal) == \
-            pytest.approx(496e-6, rel=1e-9)
+            pytest.approx(480e-6, rel=1e-9)
     # the re-composition at the file's calibration is evaluate's prediction, the host time included
     ev = evaluate_row(rows["new"], 16).workload_metrics["main"]
-    assert ev["decode_step.host_s"] == pytest.approx(336e-6, rel=1e-12)
+    assert ev["decode_step.host_s"] == pytest.approx(320e-6, rel=1e-12)
     assert recompose(t_new, cal) == pytest.approx(ev["tokens_per_s"], rel=1e-9)

@@ -19,8 +19,8 @@ Hand-derived figures:
   all-reduces each and one logits all-gather (a ring, 7 steps) per decode step: the physics'
   all-reduce ("fastest", model.md eq. 3.17c) runs in the switch in 2 steps, 160 x 2 + 7 = 327 steps;
   NCCL's profile (trtllm-0.14's) keeps the ring's 2(8 - 1) = 14 steps, 160 x 14 + 7 = 2,247.
-- TensorRT-LLM 1.x's host time, 21 us per sequence of a step (trtllm-1.x.toml): a decode step of 16
-  sequences gains 16 x 21 = 336 us, of 64 sequences 1,344 us, and so does the prefill step of the
+- TensorRT-LLM 1.x's host time, 20 us per sequence of a step (trtllm-1.x.toml): a decode step of 16
+  sequences gains 16 x 20 = 320 us, of 64 sequences 1,280 us, and so does the prefill step of the
   same 16 (64) sequences; trtllm-0.14 and no engine: 0. On one device nothing else of a step differs
   between trtllm-1.x and no engine (no collective; the decoding state and the cap are memory and
   batch rules), so the step times differ by exactly that.
@@ -230,8 +230,8 @@ def _steps(engine: str | None, batch: int) -> dict:
     return evaluate(inst, inst.baseline()).workload_metrics["main"]
 
 
-def test_trtllm_1x_pays_21_us_per_sequence_of_a_step_and_the_others_nothing():
-    for batch, host_s in ((16, 336e-6), (64, 1344e-6)):
+def test_trtllm_1x_pays_20_us_per_sequence_of_a_step_and_the_others_nothing():
+    for batch, host_s in ((16, 320e-6), (64, 1280e-6)):
         phys, old, new = _steps(None, batch), _steps("trtllm-0.14", batch), _steps("trtllm-1.x", batch)
         for phase in ("decode", "prefill"):
             assert new[f"{phase}_step.sequences"] == batch
@@ -240,31 +240,31 @@ def test_trtllm_1x_pays_21_us_per_sequence_of_a_step_and_the_others_nothing():
             assert new[f"{phase}_step_s"] - phys[f"{phase}_step_s"] == pytest.approx(host_s, rel=1e-9)
         assert old["decode_step_s"] == phys["decode_step_s"]
     # the variant keeps its base's host time; vLLM and SGLang state none
-    assert engines.rules_of("trtllm-1.x-all-to-all").host_us_per_sequence == 21.0
+    assert engines.rules_of("trtllm-1.x-all-to-all").host_us_per_sequence == 20.0
     assert engines.rules_of("vllm").host_us_per_sequence == engines.rules_of("sglang").host_us_per_sequence == 0.0
 
 
 def test_the_engines_host_time_adds_to_the_calibrations_in_the_hardware_column(tmp_path: Path):
-    """s_per_sequence = (calibration's + engine's) x 1e-6: 21 us under trtllm-1.x with the shipped
-    calibration (0), 21 + 4 = 25 us with a calibration giving the H100 4 us of its own."""
+    """s_per_sequence = (calibration's + engine's) x 1e-6: 20 us under trtllm-1.x with the shipped
+    calibration (0), 20 + 4 = 24 us with a calibration giving the H100 4 us of its own."""
     def column(engine: str | None, calibration=None) -> float:
         raw = _raw(engine)
         inst = Instance(InstanceFile.model_validate(raw), source=None, raw=raw, calibration=calibration)
         return float(hardware_table(inst).features["s_per_sequence"][0])
 
-    assert column("trtllm-1.x") == pytest.approx(21e-6, rel=1e-12)
+    assert column("trtllm-1.x") == pytest.approx(20e-6, rel=1e-12)
     assert column("trtllm-0.14") == column(None) == 0.0
     mine = tmp_path / "host.toml"
     mine.write_text(shipped_path().read_text().replace("[chips.h100-sxm]\n", "[chips.h100-sxm]\nhost_us_per_sequence = 4.0\n", 1))
     cal = load_calibration(mine)
-    assert column("trtllm-1.x", cal) == pytest.approx(25e-6, rel=1e-12)
+    assert column("trtllm-1.x", cal) == pytest.approx(24e-6, rel=1e-12)
     assert column(None, cal) == pytest.approx(4e-6, rel=1e-12)
 
 
 def test_brute_force_equals_both_solvers_with_the_engines_host_time(solvers_match_brute_force):
     """The host time is a hardware column times the schedule's sequences, as the calibration's was:
     the MIP stays exact. Llama 8B FP8 on an H100 or H200 under trtllm-1.x, TP 1 or 2, 16 to 1,024
-    sequences (decode-heavy 128/1024, where 21 us x 1,024 = 21.5 ms per step matters)."""
+    sequences (decode-heavy 128/1024, where 20 us x 1,024 = 20.5 ms per step matters)."""
     raw = _raw("trtllm-1.x", isl=128, osl=1024, devices=2,
                decisions={"tp": [1, 2], "pp": [1], "batch": [16, 256, 1024]})
     raw["hardware"]["decisions"] = {"chip": ["h100-sxm", "h200-sxm"]}

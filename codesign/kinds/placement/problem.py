@@ -91,7 +91,7 @@ class Placement(FixedHardwareProblem):
         return self.brute_force_of(brute_force_placement(self.model, deadline))
 
     def lints(self) -> list[Lint]:
-        return host_term_lints([self.inst.spec.devices.chip], self.calibration)
+        return host_term_lints([self.inst.spec.devices.chip], self.calibration, engine=self.inst.spec.system.engine)
 
     def summary(self) -> dict[str, Any]:
         return render.summary(self.inst, self.model)

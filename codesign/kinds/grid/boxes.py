@@ -7,7 +7,7 @@ nonnegative per-knob tables, times footprint^{-1,0,1}, inside max/min groups) ha
 [lo, hi] from the tables' least and largest values on the box's ranges (range-extreme queries),
 which is exact when the box is one design. Because every schedule coefficient a(S) of a form is
 >= 0 and every constraint's terms have positive coefficients, the forms evaluated
-(:class:`_Form`, the same sums as the model's) on the ``lo`` columns give, per schedule,
+(:class:`boxes_bound.Form`, the same sums as the model's) on the ``lo`` columns give, per schedule,
 a lower bound of the objective and of each constraint's left side over the box; a schedule whose
 lower left side exceeds the upper right side (by ``PRUNE_RTOL``) is infeasible on the whole box.
 The box's bound is Σ_w weight_w × min over its still-possible schedules. Before the forms are
@@ -24,6 +24,12 @@ split along the knob whose worse child has the largest bound (branching "strong"
 splits the knob with most values left, without shaving). Every new box's middle
 design is evaluated with the model (:func:`codesign.kinds.grid.space.hardware_values`): the
 incumbent is always a design the model verified. Single-design boxes are evaluated and closed.
+Every new incumbent starts a local search with the model (single-knob moves of ±1, ±2, ±4, ...
+values and small pair moves, :func:`_moves`). A grid with more than COARSE_MIN_DESIGNS designs
+is first solved on its coarse sub-grid (every COARSE_STEP-th value of each knob with more than
+COARSE_KEEP values, and the last: :func:`_coarse`), by this search and so recursively, within
+COARSE_SHARE of the time left; that optimum, a design of the grid, is the first incumbent. The
+incumbent only prunes: the search is exact whatever it starts from.
 When no box is left, the incumbent is optimal up to CONFIRM_RTOL (no design is better by more
 than that); a time limit (checked after the first round) leaves the least open bound as the
 proven bound.
@@ -48,7 +54,6 @@ from codesign.model.evaluate import (
     constraint_lhs,
     constraints,
     objective_terms,
-    terms,
     workload_forms,
 )
 from codesign.model.hardware import HardwareTable, hardware_table
@@ -70,6 +75,17 @@ BOUNDS = {"coupled": {"sections": SECTIONS, "coupled": True}, "interval": {"sect
 #: how the knob to split is chosen: "widest" (most values left), "strong" (the split whose smaller
 #: child bound is largest, every knob tried)
 BRANCHING = ("strong", "widest")
+#: a grid with more designs than this (after the presolve) is first solved on its coarse sub-grid
+#: (:func:`_coarse`), by this search (so recursively), and starts from that optimum
+COARSE_MIN_DESIGNS = 1e9
+#: the coarse sub-grid keeps every COARSE_STEP-th value of each knob (and its last)
+COARSE_STEP = 4
+#: knobs with at most this many values are not coarsened (a layer count's neighbours differ most)
+COARSE_KEEP = 32
+#: the share of what is left of the time limit a coarse solve may take
+COARSE_SHARE = 0.25
+#: the local search's pair moves go up to ±2^(PAIR_MOVES − 1) values on each of the two knobs
+PAIR_MOVES = 6
 
 
 @dataclass
@@ -182,15 +198,15 @@ class Bounder:
 
     def compile(self) -> None:
         """The forms the bound reads, with their hardware-constant products summed once per
-        schedule (:class:`_Form`)."""
+        schedule (:class:`boxes_bound.Form`)."""
         self._in_products = {n for p in self._products() if "*" in p for n in p.split("*")}
         self._objective = []
         for w, metric, weight in objective_terms(self.inst):
             spec = next(x for x in self.inst.workloads if x.name == w)
             form = workload_forms(self.scheds[w], spec.precision)[metric]
-            cons = [(c, [(coef, _Form(f, self.scheds[w], self.cols)) for coef, f in c.lhs])
+            cons = [(c, [(coef, bb.Form(f, self.scheds[w], self.cols)) for coef, f in c.lhs])
                     for c in self.cons if c.workload == w]
-            self._objective.append((weight, _Form(form, self.scheds[w], self.cols), cons))
+            self._objective.append((weight, bb.Form(form, self.scheds[w], self.cols), cons))
 
     def bound(self, lo: np.ndarray, hi: np.ndarray, sliced: tuple | None = None) -> np.ndarray:
         """Per box: a lower bound of the internal objective over its designs (inf: no design of
@@ -237,84 +253,6 @@ class Bounder:
         return out
 
 
-class _Form:
-    """A workload form Σ a(S)·h(H) + Σ max-groups (each branch a product or a sum of products), evaluated on a table of hardware lower bounds
-    (one row per box) for every schedule: the products whose hardware column is one constant
-    over the grid are summed once (0·inf = 0, the model's rule), the others are one matrix
-    product. A lower bound because every a(S) >= 0 (checked) and the columns are lower bounds."""
-
-    def __init__(self, form, st: ScheduleTable, cols: fc.Columns):
-        def one(name: str) -> float | None:
-            if name == "one":
-                return 1.0
-            col = cols.column(name)
-            if not col.groups and all(t.coef == 0.0 for t in col.base):
-                return 0.0  # (e.g. the overlapped share of a stream with no overlap)
-            return col.constant
-
-        def constant(hw: str) -> float | None:
-            vals = [one(p) for p in hw.split("*")]
-            return None if any(v is None for v in vals) else float(np.prod(vals))
-
-        def times(a: np.ndarray, c: float) -> np.ndarray:
-            with np.errstate(invalid="ignore"):
-                return np.where(a == 0.0, 0.0, a * c)
-
-        self.size = st.size
-        self.const = np.zeros(st.size)
-        self.names, rows = [], []
-        for p in form.linear:
-            a, c = st.column(p.sched), constant(p.hw)
-            if c is None:
-                self.names.append(p.hw)
-                rows.append(a)
-            else:
-                self.const = self.const + times(a, c)
-        self.a = np.vstack(rows) if rows else np.zeros((0, st.size))
-        # each branch of a max group: (Σ of its hardware-constant products, [(column, a) of the others])
-        self.maxes = []
-        for g in form.maxes:
-            group = []
-            for br in g:
-                vec, varying = np.zeros(st.size), []
-                for p in terms(br):
-                    c = constant(p.hw)
-                    if c is None:
-                        varying.append((p.hw, st.column(p.sched)))
-                    else:
-                        vec = vec + times(st.column(p.sched), c)
-                group.append((vec, varying))
-            self.maxes.append(group)
-
-    def lower(self, low: HardwareTable) -> np.ndarray:
-        n = low.size
-        out = self.const[None, :]  # (broadcast: rows are added below)
-        if self.names:
-            h = np.column_stack([low.column(name) for name in self.names])
-            if np.isfinite(h).all():
-                out = out + h @ self.a
-            else:
-                for j in range(len(self.names)):
-                    out = out + _outer(h[:, j], self.a[j])
-        for group in self.maxes:
-            m = None
-            for vec, varying in group:
-                v = vec[None, :]
-                for hw, a in varying:
-                    v = v + _outer(low.column(hw), a)
-                m = v if m is None else np.maximum(m, v)
-            if m is not None:
-                out = out + m
-        return np.broadcast_to(out, (n, self.size)).copy() if out.shape[0] != n else out
-
-
-def _outer(h: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """h ⊗ a with 0·inf = 0 (the model's rule)."""
-    with np.errstate(invalid="ignore"):
-        out = np.multiply.outer(h, a)
-    return np.where(a[None, :] == 0.0, 0.0, out)
-
-
 @dataclass
 class BoxResult:
     """What a box search proved: the best design the model verified, the least bound of the boxes
@@ -334,6 +272,7 @@ class BoxResult:
     trace: list[tuple[float, float, float]] = field(default_factory=list)  # (s, incumbent, bound)
     capped: bool = False  # the bandwidth cap (boxes_bound) was part of the bound
     left: tuple | None = None  # (lo, hi, bound) of the boxes left open (value indices)
+    coarse: list[dict[str, Any]] = field(default_factory=list)  # the coarse solves that seeded it, coarsest first
 
 
 class _PruneView:
@@ -344,14 +283,16 @@ class _PruneView:
 
 
 def search(inst: Instance, *, time_limit: float | None = None, branching: str = "strong", batch: int = BATCH,
-           rtol: float = CONFIRM_RTOL, radius: int = 0,
-           start: list[dict[str, Any]] | None = None, sections: int = SECTIONS, wide: int = 2,
-           coupled: bool = True) -> BoxResult:
+           rtol: float = CONFIRM_RTOL, start: list[dict[str, Any]] | None = None, sections: int = SECTIONS,
+           wide: int = 2, coupled: bool = True, coarse: float = COARSE_MIN_DESIGNS, descend: bool = True) -> BoxResult:
     """Best-first box branch-and-bound (module docstring). ``rtol``: a box is dropped when its
     bound is at least incumbent × (1 − rtol); ``start``: designs evaluated first (each must use
-    knob values the presolve keeps); ``radius``: the local search's pair moves (0: none);
-    ``sections``/``wide``: how shaving cuts narrow/wide knobs (:func:`_shave`); ``coupled``: add
-    the bandwidth cap (:mod:`codesign.kinds.grid.boxes_bound`) where the model confirms it."""
+    knob values the presolve keeps); ``sections``/``wide``: how shaving cuts narrow/wide knobs
+    (:func:`_shave`); ``coupled``: add the bandwidth cap (:mod:`codesign.kinds.grid.boxes_bound`)
+    where the model confirms it; ``coarse``: a grid with more designs than this (after the
+    presolve) is first solved on its coarse sub-grid (:func:`_coarse`; inf: never), whose optimum
+    is a start design; ``descend``: a pattern search with the model from every new incumbent
+    (:func:`_moves`)."""
     if branching not in BRANCHING:
         raise ValueError(f"branching {branching!r}: one of {BRANCHING}")
     t0 = time.perf_counter()
@@ -365,19 +306,62 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     cons = constraints(inst, sample.hw, scheds)
     keep = fz.prune_domains(_PruneView(inst, full, scheds), cons)
     pruned = int(sum((~m).sum() for m in keep.values()))
-    kept = {k: np.flatnonzero(m) for k, m in keep.items()}
-    if any(len(v) == 0 for v in kept.values()) or any(s.size == 0 for s in scheds.values()):
+    if any(not m.any() for m in keep.values()) or any(s.size == 0 for s in scheds.values()):
         return BoxResult(None, math.inf, math.inf, True, 0, 0, 0, 0, 0, time.perf_counter() - t0, pruned)
+    setup = (inst, full, scheds, cons, {d.name: np.asarray(d.domain) for d in inst.hardware_decisions})
+    opts = {"branching": branching, "batch": batch, "rtol": rtol, "sections": sections, "wide": wide,
+            "coupled": coupled, "coarse": coarse, "descend": descend}
+    r = _branch(setup, keep, t0, time_limit, list(start or []), opts, verify=True)
+    r.pruned_values = pruned
+    return r
+
+
+def _coarse(keep: dict[str, np.ndarray], step: int = COARSE_STEP) -> dict[str, np.ndarray]:
+    """The coarse sub-grid of the kept knob values: every ``step``-th of each knob's, and its
+    last, on knobs with more than COARSE_KEEP values (a subset of the grid: its designs are
+    designs of the grid)."""
+    out = {}
+    for k, m in keep.items():
+        idx = np.flatnonzero(m)
+        if len(idx) <= COARSE_KEEP:
+            out[k] = m
+            continue
+        sub = np.zeros_like(m)
+        sub[idx[::step]] = True
+        sub[idx[-1]] = True
+        out[k] = sub
+    return out
+
+
+def _branch(setup: tuple, keep: dict[str, np.ndarray], t0: float, time_limit: float | None,
+            start: list[dict[str, Any]], opts: dict[str, Any], verify: bool = False) -> BoxResult:
+    """The search (:func:`search`) over the knob values ``keep`` (knob -> mask over its domain)."""
+    inst, full, scheds, cons, domains = setup
+    branching, batch, rtol, descend = opts["branching"], opts["batch"], opts["rtol"], opts["descend"]
+    kept = {k: np.flatnonzero(m) for k, m in keep.items()}
     cols = fc.restrict(full, keep)
     b = Bounder(inst, cols, scheds, cons)
-    b.cap = bb.bandwidth_cap(inst, cols, cons) if coupled else None
-    b.budgets = bb.budgets(cols, cons) if coupled else None
-    fc.verify_columns(inst, full, b.names - {"one"})
-    domains = {d.name: np.asarray(d.domain) for d in inst.hardware_decisions}
+    b.cap = bb.bandwidth_cap(inst, cols, cons) if opts["coupled"] else None
+    b.budgets = bb.budgets(cols, cons) if opts["coupled"] else None
+    if verify:
+        fc.verify_columns(inst, full, b.names - {"one"})
     sizes = np.array([len(kept[k]) for k in b.knobs])
 
     best_val, best_design, best_idx = math.inf, None, None
-    evaluated = 0
+    evaluated, boxes, levels = 0, 0, []
+    designs_here = float(np.prod(sizes.astype(float)))
+    if designs_here > opts["coarse"]:
+        sub = _coarse(keep)
+        if float(np.prod([float(m.sum()) for m in sub.values()])) < designs_here:
+            t1 = time.perf_counter()
+            left = None if time_limit is None else max(0.0, time_limit - (t1 - t0)) * COARSE_SHARE
+            r = _branch(setup, sub, t1, left, start, opts)
+            levels = [*r.coarse, {"designs": float(np.prod([float(m.sum()) for m in sub.values()])),
+                                  "seconds": r.seconds, "internal": r.internal, "complete": r.complete,
+                                  "design": r.design}]
+            evaluated, boxes = r.evaluated, r.boxes
+            if r.design is not None:
+                start = [*start, r.design]
 
     def evaluate(idx: np.ndarray) -> bool:
         """Evaluate the designs (value indices) with the model; True when the incumbent improved."""
@@ -403,20 +387,19 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
         return True
 
     def polish() -> None:
-        """Local search from the incumbent with the model: every value of one knob, and every
-        pair of knobs within ``radius`` steps, until nothing improves."""
-        while best_idx is not None and evaluate(_neighbours(best_idx, sizes, radius)):
+        """Pattern search with the model from the incumbent (:func:`_moves`) until nothing improves."""
+        while best_idx is not None and evaluate(_moves(best_idx, sizes)):
             pass
 
     lo = np.zeros((1, len(b.knobs)), dtype=np.int64)
     hi = (sizes - 1)[None, :].astype(np.int64)
     bnd = b.bound(lo, hi)
     seeds = [(lo + hi)[0] // 2]
-    for d in start or []:
+    for d in start:
         seeds.append(np.array([np.flatnonzero(domains[k][kept[k]] == d[k])[0] for k in b.knobs]))
-    if evaluate(np.array(seeds)) and radius:
+    if evaluate(np.array(seeds)) and descend:
         polish()
-    boxes, rounds, peak = 1, 0, 1
+    boxes, rounds, peak = boxes + 1, 0, 1
     trace = [(time.perf_counter() - t0, best_val, float(bnd.min()))]
     keep_open = np.isfinite(bnd) & ~(lo == hi).all(axis=1)
     lo, hi, bnd = lo[keep_open], hi[keep_open], bnd[keep_open]
@@ -437,10 +420,10 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
             clo, chi, cb = _split(b, plo, phi, knob)
         else:
             cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
-            clo, chi, cb, nb = _shave(b, plo, phi, bnd[take], cut, sections, wide)
+            clo, chi, cb, nb = _shave(b, plo, phi, bnd[take], cut, opts["sections"], opts["wide"])
             boxes += nb
         boxes += len(cb) if branching == "widest" else 0
-        if evaluate((clo + chi) // 2) and radius:
+        if evaluate((clo + chi) // 2) and descend:
             polish()
         leaf = (clo == chi).all(axis=1)
         cut = best_val * (1 - rtol) if math.isfinite(best_val) else math.inf
@@ -453,27 +436,31 @@ def search(inst: Instance, *, time_limit: float | None = None, branching: str = 
     complete = not len(bnd)
     bound = best_val if complete else float(min(bnd.min(), best_val))
     return BoxResult(best_design, best_val, bound, complete, boxes, evaluated, rounds, len(bnd), peak,
-                     time.perf_counter() - t0, pruned, trace, capped=b.cap is not None, left=(lo, hi, bnd))
+                     time.perf_counter() - t0, 0, trace, capped=b.cap is not None, left=(lo, hi, bnd),
+                     coarse=levels)
 
 
-def _neighbours(at: np.ndarray, sizes: np.ndarray, radius: int) -> np.ndarray:
-    """Designs (value indices) that differ from ``at`` in one knob (any value) or in two knobs
-    (each by 0, ±1, ±2, ±4, ... up to ±``radius`` steps)."""
-    k = len(at)
+def _moves(at: np.ndarray, sizes: np.ndarray, pair: int = PAIR_MOVES) -> np.ndarray:
+    """Designs (value indices) that differ from ``at`` in one knob by ±1, ±2, ±4, ... values, or
+    in two knobs by 0, ±1, ±2, ... ±2^(pair−1) values each (a trade along a budget's boundary
+    moves two knobs at once); only those inside the knobs' ranges."""
     out = []
-    for j in range(k):
-        d = np.repeat(at[None], sizes[j], axis=0)
-        d[:, j] = np.arange(sizes[j])
+    for j, n in enumerate(sizes):
+        steps = 2 ** np.arange(int(n).bit_length())
+        v = np.concatenate([at[j] - steps, at[j] + steps])
+        v = v[(v >= 0) & (v < n)]
+        d = np.repeat(at[None], len(v), axis=0)
+        d[:, j] = v
         out.append(d)
-    pos = 2 ** np.arange(int(np.log2(radius)) + 1)
-    steps = np.concatenate([-pos[::-1], [0], pos])
-    for j1 in range(k):
-        for j2 in range(j1 + 1, k):
-            a, c = np.meshgrid(steps, steps, indexing="ij")
-            d = np.repeat(at[None], a.size, axis=0)
-            d[:, j1] = np.clip(at[j1] + a.ravel(), 0, sizes[j1] - 1)
-            d[:, j2] = np.clip(at[j2] + c.ravel(), 0, sizes[j2] - 1)
-            out.append(d)
+    small = 2 ** np.arange(pair)
+    steps = np.concatenate([-small[::-1], [0], small])
+    a, c = (x.ravel() for x in np.meshgrid(steps, steps, indexing="ij"))
+    for j1 in range(len(at)):
+        for j2 in range(j1 + 1, len(at)):
+            d = np.repeat(at[None], len(a), axis=0)
+            d[:, j1] += a
+            d[:, j2] += c
+            out.append(d[((d >= 0) & (d < sizes)).all(axis=1)])
     return np.concatenate(out)
 
 
@@ -511,6 +498,8 @@ def _shave(b: Bounder, lo, hi, bnd, cut: float, sections: int = 2, wide: int = 2
         ok = (lo <= hi).all(axis=1)
         lo, hi, bnd = lo[ok], hi[ok], bnd[ok]
     n, k = lo.shape
+    if not n:  # (every box had a budget no design of it meets)
+        return lo, hi, bnd, 0
     width = hi - lo + 1
     parts = np.where(width <= sections, width, wide)  # (n, k) sections of each knob
     m = int(parts.max())
@@ -596,7 +585,8 @@ def solve(problem: Any, *, time_limit: float | None = None, branching: str = "st
                    if r.complete else f"time limit: {r.open_boxes} boxes open")
     stats = {"formulation": "boxes", "box_bound": how, "hardware_designs": fz.hardware_designs(problem.inst), "boxes": r.boxes,
              "model_evaluations": r.evaluated, "rounds": r.rounds, "peak_open_boxes": r.peak_open,
-             "pruned_values": r.pruned_values, "bandwidth_cap": r.capped}
+             "pruned_values": r.pruned_values, "bandwidth_cap": r.capped,
+             "coarse_solves": [{k: v for k, v in c.items() if k != "design"} for c in r.coarse]}
     proof = {"internal_objective": None if best is None else r.internal, "internal_bound": r.bound,
              "open_boxes": r.open_boxes, "prune_rtol": rtol_note()}
     return records.solution(problem, solver="boxes", status=status, best=best, bound=bound, termination=termination,

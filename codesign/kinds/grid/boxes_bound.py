@@ -17,6 +17,8 @@ its time per local byte is at least share/(e·min(B_hi, B_cap)). A box with B_ca
 B has no feasible design. The three identities are checked against the model's hardware table
 (:func:`codesign.model.hardware.hardware_table`) at the grid's corners and random designs when the
 search starts; any that fails leaves the interval bound as it was (:func:`bandwidth_cap` is None).
+:class:`Budgets` tightens a box's knob ranges; :class:`Form` evaluates a workload form on a table
+of column lower bounds (one row per box) for every schedule.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import numpy as np
 from codesign.kinds.grid import factored_columns as fc
 from codesign.kinds.grid.spec import Instance
 from codesign.model import thermal
-from codesign.model.hardware import hardware_table, load_family
+from codesign.model.evaluate import terms
+from codesign.model.hardware import HardwareTable, hardware_table, load_family
+from codesign.model.schedule import ScheduleTable
 
 #: the columns a cap applies to: the time per local byte and its overlapped/sequential shares
 SHARED = ("s_per_B_local", "s_per_B_local_ovl", "s_per_B_local_seq")
@@ -211,3 +215,81 @@ def budgets(cols: fc.Columns, cons: list) -> Budgets | None:
                 elif (d <= 0).all():
                     rising[id(f)] = -1
     return Budgets(rows, rising) if rows else None
+
+
+class Form:
+    """A workload form Σ a(S)·h(H) + Σ max-groups (each branch a product or a sum of products), evaluated on a table of hardware lower bounds
+    (one row per box) for every schedule: the products whose hardware column is one constant
+    over the grid are summed once (0·inf = 0, the model's rule), the others are one matrix
+    product. A lower bound because every a(S) >= 0 (checked) and the columns are lower bounds."""
+
+    def __init__(self, form, st: ScheduleTable, cols: fc.Columns):
+        def one(name: str) -> float | None:
+            if name == "one":
+                return 1.0
+            col = cols.column(name)
+            if not col.groups and all(t.coef == 0.0 for t in col.base):
+                return 0.0  # (e.g. the overlapped share of a stream with no overlap)
+            return col.constant
+
+        def constant(hw: str) -> float | None:
+            vals = [one(p) for p in hw.split("*")]
+            return None if any(v is None for v in vals) else float(np.prod(vals))
+
+        def times(a: np.ndarray, c: float) -> np.ndarray:
+            with np.errstate(invalid="ignore"):
+                return np.where(a == 0.0, 0.0, a * c)
+
+        self.size = st.size
+        self.const = np.zeros(st.size)
+        self.names, rows = [], []
+        for p in form.linear:
+            a, c = st.column(p.sched), constant(p.hw)
+            if c is None:
+                self.names.append(p.hw)
+                rows.append(a)
+            else:
+                self.const = self.const + times(a, c)
+        self.a = np.vstack(rows) if rows else np.zeros((0, st.size))
+        # each branch of a max group: (Σ of its hardware-constant products, [(column, a) of the others])
+        self.maxes = []
+        for g in form.maxes:
+            group = []
+            for br in g:
+                vec, varying = np.zeros(st.size), []
+                for p in terms(br):
+                    c = constant(p.hw)
+                    if c is None:
+                        varying.append((p.hw, st.column(p.sched)))
+                    else:
+                        vec = vec + times(st.column(p.sched), c)
+                group.append((vec, varying))
+            self.maxes.append(group)
+
+    def lower(self, low: HardwareTable) -> np.ndarray:
+        n = low.size
+        out = self.const[None, :]  # (broadcast: rows are added below)
+        if self.names:
+            h = np.column_stack([low.column(name) for name in self.names])
+            if np.isfinite(h).all():
+                out = out + h @ self.a
+            else:
+                for j in range(len(self.names)):
+                    out = out + outer(h[:, j], self.a[j])
+        for group in self.maxes:
+            m = None
+            for vec, varying in group:
+                v = vec[None, :]
+                for hw, a in varying:
+                    v = v + outer(low.column(hw), a)
+                m = v if m is None else np.maximum(m, v)
+            if m is not None:
+                out = out + m
+        return np.broadcast_to(out, (n, self.size)).copy() if out.shape[0] != n else out
+
+
+def outer(h: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """h ⊗ a with 0·inf = 0 (the model's rule)."""
+    with np.errstate(invalid="ignore"):
+        out = np.multiply.outer(h, a)
+    return np.where(a[None, :] == 0.0, 0.0, out)

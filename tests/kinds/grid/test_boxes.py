@@ -185,3 +185,49 @@ def test_formulation_boxes_on_catalog_chips_is_an_input_error(cli):
     r = cli("solve", "dgx-llama70b-chip-choice", "--formulation", "boxes")
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert "box search" in r.stderr
+
+
+# --- the coarse sub-grid's optimum as the first incumbent (search(coarse=...)) ---
+
+def test_coarse_sub_grid_is_every_fourth_kept_value_and_the_last():
+    m = np.array([False, True, True, True, True, True, True, True, True, True, True, False] + [True] * 30)
+    sub = boxes._coarse({"k": m, "few": np.array([True, False, True])}, step=4)
+    kept = np.flatnonzero(m)  # 40 kept values (> COARSE_KEEP = 32): positions 1..10 and 12..41
+    assert list(np.flatnonzero(sub["k"])) == [int(kept[i]) for i in (0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 39)]
+    assert list(sub["few"]) == [True, False, True]  # at most 32 values: not coarsened
+
+
+def _refined_grid():
+    """small-3d-llama8b with 40 TSV counts and 41 compute areas (16 x 40 x 3 x 41 x 4 x 2 = 629,760
+    designs; its knobs of at most 32 values are not coarsened)."""
+    steps = lambda lo, n, d: [round(lo + i * d, 4) for i in range(n)]  # noqa: E731
+    base = load_instance("small-3d-llama8b").spec.model_dump(mode="json")["hardware"]["decisions"]
+    return _refined("small-3d-llama8b", {**base, "dram_layers": list(range(1, 17)),
+                                         "tsv_count": list(range(1024, 40 * 1024 + 1, 1024)),
+                                         "compute_area_mm2": steps(40, 41, 4)})
+
+
+def test_coarse_seeded_search_is_exact_and_starts_no_worse_than_the_coarse_optimum():
+    grid = _refined_grid()
+    inst = grid.inst
+    bf = brute_force(inst)
+    plain = boxes.search(inst, coarse=float("inf"))
+    seeded = boxes.search(inst, coarse=1e4)  # (recursively: coarse grids above 1e4 designs too)
+    assert plain.coarse == [] and len(seeded.coarse) >= 1
+    for r in (plain, seeded):
+        assert r.complete and _same(r.internal, bf.internal)
+    sizes = [c["designs"] for c in seeded.coarse]
+    assert sizes == sorted(sizes) and sizes[-1] < 629_760  # coarsest first, each a sub-grid
+    top = seeded.coarse[-1]
+    # the coarse optimum is a design of the grid the model finds feasible, valued as the search says
+    assert all(top["design"][d.name] in d.domain for d in inst.hardware_decisions)
+    ours = grid.assess(top["design"])
+    assert ours.feasible and _same(ours.internal, top["internal"])
+    # a subset of the grid: never better than the grid's optimum; the search starts from it
+    assert top["internal"] >= bf.internal * (1 - 1e-9)
+    assert seeded.trace[0][1] <= top["internal"]
+
+
+def test_solve_records_the_coarse_solves():
+    sol = boxes.solve(_refined_grid())
+    assert sol.status == "optimal" and sol.mip["coarse_solves"] == []  # 629,760 <= COARSE_MIN_DESIGNS

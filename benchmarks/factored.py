@@ -7,7 +7,7 @@ runs in its own process, so its peak memory (``resource.getrusage(RUSAGE_SELF).r
 own: build time (``Problem.formulate``), the MIP's size, and the proof driver's solve
 (:func:`codesign.proof.driver.solve`, HiGHS, ``--time-limit``) with status, objective and gap;
 ``boxes`` is the box branch-and-bound of :mod:`codesign.kinds.grid.boxes` (no MIP: its counters
-instead of the MIP's size); ``boxes-interval`` the same search with the interval bound alone
+instead of the MIP's size, the coarse sub-grid solves that gave its first incumbent among them); ``boxes-interval`` the same search with the interval bound alone
 (halves, no bandwidth cap or budget tightening), run right after it for an A/B on the same load.
 The enumerated formulation is skipped (with the reason) where its hardware table would exceed
 ``--max-enumerated`` designs (7.2 M designs took 5.7 GB in issue 29's measurement).
@@ -18,6 +18,7 @@ The enumerated formulation is skipped (with the reason) where its hardware table
     python benchmarks/factored.py --formulations boxes --out benchmarks/results/boxes.json
     python benchmarks/factored.py --formulations boxes,boxes-interval --grids 1e4,1e6,1e8,1e10,1e12,1e14,1e16 \
         --time-limit 120 --out benchmarks/results/boxes.json     # coupled vs interval bound, back to back
+    python benchmarks/factored.py --formulations boxes --grids 1e16,1e18,1e20 --time-limit 300 --out /tmp/bx.json
 
 Numbers are wall-clock on this machine; the 1-minute load average at each run's start is recorded.
 """

@@ -316,7 +316,7 @@ COMMITTED = sorted(SOLUTIONS.glob("*.json"))
 #: the entry goes).
 CROSS_CHECK_OWED = {
     "hetero-pipeline-405b-joint": "CP-SAT held an 82.8 % gap for 20 min (it proved the optimum in 58 s "
-                                  "before the physics-only default); HiGHS proves 2.72020 J/token",
+                                  "before this week's model changes); HiGHS proves 2.72020 J/token",
     "qwen3-235b-fragmented32-energy": "HiGHS held a 15.6 % gap after 13 min (307 s before); CP-SAT "
                                       "proves 0.149862 J/token",
 }

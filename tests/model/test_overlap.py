@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 
 from codesign.kinds.grid.spec import instance_from_data, load_instance
 from codesign.model.evaluate import eval_form, stage_form
 from codesign.model.schedule import schedule_table
 
-
-class _Cols:
-    """A table of named columns (``a*b`` multiplies two), as the forms read them."""
-
-    def __init__(self, cols: dict[str, list[float]]):
-        self.features = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
-        self.size = len(next(iter(self.features.values())))
-
-    def column(self, name: str) -> np.ndarray:
-        out = np.ones(self.size)
-        for part in name.split("*"):
-            out = out * self.features[part]
-        return out
+from .columns import Cols
 
 
 def test_the_step_is_the_busier_stream_by_hand():
@@ -35,13 +22,13 @@ def test_the_step_is_the_busier_stream_by_hand():
     two-batch, links 3 s:          max(3 + 5 + 1, 3) + 1/2 = 9.5 s (the chip is busier)
     two-batch, links 12 s:         max(9, 12) + 1/2 = 12.5 s (the links are busier)"""
     one = [1.0]
-    hw = _Cols({"one": one, "s_per_flop_ovl@fp8": [0.5], "s_per_flop_seq@fp8": [0.5], "s_per_B_local_ovl": [0.5],
+    hw = Cols({"one": one, "s_per_flop_ovl@fp8": [0.5], "s_per_flop_seq@fp8": [0.5], "s_per_B_local_ovl": [0.5],
                 "s_per_B_local_seq": [0.5], "s_per_B_pool_ovl": [0.5], "s_per_B_pool_seq": [0.5],
                 "reduce_ring": one, "reduce_in_switch": [0.0], "s_per_B_scale_up": one, "s_per_B_scale_up_cross": one,
                 "s_per_step_scale_up": one, "s_per_B_scale_out": one, "s_per_step_scale_out": one, "s_per_layer": one,
                 "s_per_collective_step": one, "s_per_sequence": [0.5]})
     zero = [0.0, 0.0, 0.0]
-    st = _Cols({"one": [1.0, 1.0, 1.0], "decode.serial": [1.0, 0.0, 0.0], "decode.two_batch": [0.0, 1.0, 1.0],
+    st = Cols({"one": [1.0, 1.0, 1.0], "decode.serial": [1.0, 0.0, 0.0], "decode.two_batch": [0.0, 1.0, 1.0],
                 "decode.flops": [4.0] * 3, "decode.bytes_local": [6.0] * 3, "decode.bytes_pool": zero,
                 "decode.bytes_scale_up": [3.0, 3.0, 12.0], "decode.bytes_scale_up_in_switch": zero,
                 "decode.bytes_scale_up_cross": zero, "decode.steps_scale_up": zero, "decode.bytes_scale_out": zero,

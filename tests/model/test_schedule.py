@@ -16,19 +16,7 @@ from codesign.model.evaluate import attention_of, eval_form, evaluate, stage_for
 from codesign.model.hardware import hardware_table
 from codesign.model.schedule import schedule_table
 
-
-class _Cols:
-    """A table of named columns (``a*b`` multiplies two), as the forms read them."""
-
-    def __init__(self, cols: dict[str, list[float]]):
-        self.features = {k: np.asarray(v, dtype=float) for k, v in cols.items()}
-        self.size = len(next(iter(self.features.values())))
-
-    def column(self, name: str) -> np.ndarray:
-        out = np.ones(self.size)
-        for part in name.split("*"):
-            out = out * self.features[part]
-        return out
+from .columns import Cols
 
 
 def _chip_choice(**changes):
@@ -115,16 +103,16 @@ def test_the_form_takes_the_larger_unit_by_hand():
     two-batch (eq. 5.3a), row 1, links 3 s: chip = max(10 + 1/2 (6) + 1, 1/2 (6) + 1/2 (16) + 1)
     = max(14, 12) = 14, the step max(14, 3) + 1/2 = 14.5 s; links 20 s: 20.5 s."""
     zero = [0.0, 0.0]
-    st = _Cols({"one": [1.0, 1.0], "decode.flops_other": [4.0, 4.0], "decode.flops_attn": [2.0, 2.0],
+    st = Cols({"one": [1.0, 1.0], "decode.flops_other": [4.0, 4.0], "decode.flops_attn": [2.0, 2.0],
                 "decode.exps": [6.0, 1.0], "decode.bytes_local": [6.0, 6.0], "decode.bytes_pool": zero,
                 "decode.bytes_scale_up": [3.0, 3.0], "decode.bytes_scale_up_in_switch": zero,
                 "decode.bytes_scale_up_cross": zero, "decode.steps_scale_up": zero, "decode.bytes_scale_out": zero,
                 "decode.steps_scale_out": zero, "decode.layers": [1.0, 1.0], "decode.collective_steps": zero,
                 "decode.sequences": [1.0, 1.0]})
-    hw = _Cols(_HW)
+    hw = Cols(_HW)
     form = stage_form("decode", "fp8", "one", attention=("fp8", True))
     assert list(eval_form(form, hw, st)[0]) == [17.5, 13.5]
-    tb = _Cols({**{k: list(v) for k, v in st.features.items()}, "decode.serial": zero, "decode.two_batch": [1.0, 1.0],
+    tb = Cols({**{k: list(v) for k, v in st.features.items()}, "decode.serial": zero, "decode.two_batch": [1.0, 1.0],
                 "decode.bytes_scale_up": [3.0, 20.0], "decode.exps": [6.0, 6.0]})
     two = stage_form("decode", "fp8", "one", two_batch=True, attention=("fp8", True))
     assert list(eval_form(two, hw, tb)[0]) == [14.5, 20.5]

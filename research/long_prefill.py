@@ -57,6 +57,7 @@ from codesign.calibration.engine import evaluate_row, row_instance, skip_reason
 from codesign.calibration.report import predict_row
 from codesign.calibration.rows import read_rows, split_of
 from codesign.catalog import load_chip
+from codesign.model.engines import rules_of
 from codesign.model.hardware import attention_precision, math_format
 from codesign.model.units import BYTES_PER_ELEMENT
 from codesign.model.workload import kv_cache_bytes_per_token, load_workload
@@ -67,7 +68,7 @@ TABLES = ("trtllm-1.0-overview.csv", "trtllm-1.x-overview.csv", "measurements.cs
 #: the trtllm-1.x profile's host time per sequence and decode iteration (instances/catalog/engines/
 #: trtllm-1.x.toml, host_us_per_sequence, fitted by another study): added to the 1.x rows only where
 #: the profile in use lacks it (``host_in_model_us`` 0), so the figures do not depend on whether it is in
-HOST_S = 21.0e-6
+HOST_S = rules_of("trtllm-1.x").host_us_per_sequence * 1e-6
 def collect() -> list[dict]:
     out = []
     for table in TABLES:

@@ -13,7 +13,7 @@ CP-SAT rounds coefficients onto integer grids), and both have returned wrong ans
    proven bound above that cutoff) ends the run as *optimal*. The bound then stated is the best
    verified value: "no design is better by more than the tie tolerance".
 
-A backend in :data:`OBJECTIVE_BOUND_SOLVERS` (none by default) is handed each cutoff twice: as
+With ``objective_bound=True`` (off by default) HiGHS is handed each cutoff twice: as
 the row, and as HiGHS's ``objective_bound`` option, which starts its search as if a design of the
 cutoff's value were known, so that it prunes every node whose LP bound reaches the cutoff (a
 round without an incumbent otherwise explores nodes an incumbent would have cut). Its "no
@@ -62,12 +62,6 @@ AUTO = "auto"
 #: ``--threads`` is at most this many per core (and at least 64 is allowed)
 THREADS_PER_CORE = 8
 
-#: backends handed each cutoff as an objective bound too (``objective_bound``: only designs below
-#: it are sought, and "infeasible" says there are none). None by default: with it, HiGHS 1.16.0
-#: cut pf-dense1t-joint's confirming round to a median 482 nodes from 589 (5 seeds), but with
-#: random_seed 12 it loops at the root of that round, deaf to its time limit and to interrupts
-#: (twice out of two; the driver abandons its thread, which keeps a core busy)
-OBJECTIVE_BOUND_SOLVERS: tuple[str, ...] = ()
 #: a round a backend answers with an error is solved once more with these options
 RETRY_OPTIONS: dict[str, dict[str, Any]] = {"highs": {"options": {"presolve": "off"}}}
 
@@ -176,13 +170,17 @@ def run(
     abs_tol: float = 0.0,
     confirm_infeasible: Callable[[float | None], None] | None = None,
     cutoff: float | None = None,
+    objective_bound: bool = False,
 ) -> Run:
     """Solve ``form`` exactly (module docstring). ``judge`` is the model's verdict on a design;
     ``abs_tol`` floors the tie tolerances for objectives near zero (a violation to minimise);
     ``progress`` receives internal values; ``confirm_infeasible(time_left)`` is called when the
     first round says infeasible (it raises ModelError if another solver finds a design);
     ``cutoff`` (internal) keeps only designs whose objective is at most it: with it, "infeasible"
-    proves that no design is that good."""
+    proves that no design is that good. ``objective_bound`` also hands HiGHS each cutoff as its
+    ``objective_bound`` option (module docstring); off by default: it cut pf-dense1t-joint's
+    confirming round to a median 482 nodes from 589 (5 seeds), but HiGHS 1.16.0 with random_seed 12
+    loops at the root of that round, deaf to its time limit and to interrupts."""
     mip, unit = form.mip, form.objective_unit
     feasibility_only = len(mip.obj_idx) == 0
     mark = mip.checkpoint()
@@ -227,7 +225,7 @@ def run(
     try:
         while rounds < MAX_ROUNDS:
             o = dict(opts)
-            if bar is not None and solver in OBJECTIVE_BOUND_SOLVERS:
+            if bar is not None and objective_bound and solver == "highs":
                 o["objective_bound"] = bar
             if time_limit is not None:
                 left = time_limit - (time.perf_counter() - t0)

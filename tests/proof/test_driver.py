@@ -264,13 +264,7 @@ def test_a_round_the_limit_stops_says_so_when_the_solver_does_not(named, monkeyp
     assert sol.status == "feasible" and sol.termination == "FEASIBLE"
 
 
-@pytest.fixture
-def objective_bound(monkeypatch):
-    """The driver hands HiGHS each cutoff as its objective_bound (off by default: a HiGHS hang)."""
-    monkeypatch.setattr(driver, "OBJECTIVE_BOUND_SOLVERS", ("highs",))
-
-
-def test_highs_is_handed_each_cutoff_as_its_objective_bound_and_still_proves(monkeypatch, objective_bound):
+def test_highs_is_handed_each_cutoff_as_its_objective_bound_and_still_proves(monkeypatch):
     """Choice of costs 5, 3, 4, 1, 2: round 1 proves item 3 (cost 1); the confirming round asks
     for a design below 1 - CONFIRM_RTOL both by the row and by HiGHS's objective_bound, finds
     none ("infeasible", in HiGHS's words about the bound), and the run ends optimal at 1."""
@@ -281,25 +275,25 @@ def test_highs_is_handed_each_cutoff_as_its_objective_bound_and_still_proves(mon
         return real(mip, solver, **o)
 
     monkeypatch.setattr(driver, "backend_solve", spy)
-    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs")
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs", objective_bound=True)
     assert r.status == "optimal" and r.best.design == {"item": 3} and r.bound == 1.0
     assert calls == [None, 1.0 - CONFIRM_RTOL]
     assert "no solution has objective below the objective bound" in r.termination
 
 
 @pytest.mark.parametrize(("cutoff", "item"), [(2.5, 3), (1.0, 3), (2.0, 3), (0.5, None)])
-def test_a_given_cutoff_as_an_objective_bound_keeps_the_designs_at_most_it(cutoff, item, objective_bound):
+def test_a_given_cutoff_as_an_objective_bound_keeps_the_designs_at_most_it(cutoff, item):
     """A given cutoff keeps the designs at most it: 2.5 and 2 leave items 3 and 4 (costs 1, 2),
     1.0 leaves item 3 exactly at it (HiGHS's bound is strict: it is handed the next float up);
     below 1 nothing is left."""
-    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs", cutoff=cutoff)
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs", cutoff=cutoff, objective_bound=True)
     if item is None:
         assert r.status == "infeasible" and r.best is None
     else:
         assert r.status == "optimal" and r.best.design == {"item": item} and r.best_internal == 1.0
 
 
-def test_a_design_highs_keeps_at_its_objective_bound_is_still_judged(monkeypatch, objective_bound):
+def test_a_design_highs_keeps_at_its_objective_bound_is_still_judged(monkeypatch):
     """HiGHS may keep a design at or above its objective bound and call the round infeasible
     below it. The model decides: here the judge prices item 0 at 0.5 (the MIP says 5), so the
     confirming round's kept item 0 becomes the best and is confirmed by one more round."""
@@ -316,12 +310,12 @@ def test_a_design_highs_keeps_at_its_objective_bound_is_still_judged(monkeypatch
 
     monkeypatch.setattr(driver, "backend_solve", keeps_item_0)
     prices = [0.5, 3.0, 4.0, 1.0, 2.0]
-    r = run(choice(), judge_by(lambda d: prices[d["item"]]), "highs")
+    r = run(choice(), judge_by(lambda d: prices[d["item"]]), "highs", objective_bound=True)
     assert r.status == "optimal" and r.best.design == {"item": 0} and r.best_internal == 0.5
     assert r.rounds == 3 and r.bound == 0.5
     # and a kept design the model does not put below the bound ends the run as before
     kept.clear()
-    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs")
+    r = run(choice(), judge_by(lambda d: COSTS[d["item"]]), "highs", objective_bound=True)
     assert r.status == "optimal" and r.best.design == {"item": 3} and r.rounds == 2
 
 
